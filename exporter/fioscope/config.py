@@ -121,8 +121,8 @@ class Config:
         return None
 
 
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 1e-3, "s": 1, "m": 60, "h": 3600, None: 1}
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(us|ms|s|m|h)?\s*$")
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600, None: 1}
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]i?)?[bB]?\s*$")
 _SIZE_UNITS = {None: 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
 
