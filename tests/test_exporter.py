@@ -234,3 +234,26 @@ def test_run_reports_fio_failure(tmp_path):
     assert proc.returncode == 1
     assert "badopt failed: fio exited" in proc.stderr
     assert len(list((tmp_path / "r").glob("*.failure.json"))) == 1
+
+
+def test_fast_render_equals_client_python_encoder(tmp_path):
+    """/metrics' cached renderer must write exactly what generate_latest writes for the same families."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from fioscope.collector import Exposition
+    from fioscope.collector.exporter import ScrapeTimer
+    from fioscope.config import load_config
+    from fioscope.store import Store
+
+    for version in ("fio-3.33", "fio-3.42"):
+        for path in (FIO_OUTPUTS / version).iterdir():
+            if path.name.split(".")[-1] in ("json", "json+", "txt"):
+                shutil.copy(path, tmp_path / f"{version}-{path.name}.json")
+    store = Store(load_config(None, str(tmp_path)))
+    store.scan()
+    store.start_run(["randrw"])  # a running job too
+    exposition = Exposition(store, ScrapeTimer())
+    registry = CollectorRegistry()
+    registry.register(exposition.fio)
+    assert exposition.fio.render().encode() == generate_latest(registry)
+    assert exposition.fio.render() == exposition.fio.render()  # cached path

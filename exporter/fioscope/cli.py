@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_serve(args) -> int:
-    from .collector import build_registry
+    from .collector import Exposition
     from .collector.exporter import ScrapeTimer
     from .http import serve
     from .runner import Runner, Scheduler
@@ -84,7 +84,7 @@ def cmd_serve(args) -> int:
     store.scan()
     timer = ScrapeTimer()
     try:
-        server = serve(build_registry(store, timer), timer, args.listen_address or config.listen_address)
+        server = serve(Exposition(store, timer), timer, args.listen_address or config.listen_address)
     except (OSError, ValueError) as exc:
         print(f"fioscope: cannot listen on {args.listen_address or config.listen_address}: {exc}", file=sys.stderr)
         return 2

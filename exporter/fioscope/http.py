@@ -7,9 +7,10 @@ import time
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from . import __version__
+from .collector import Exposition
 from .collector.exporter import ScrapeTimer
 
 log = logging.getLogger("fioscope.http")
@@ -30,12 +31,12 @@ class _QuietHandler(WSGIRequestHandler):
         log.debug("%s " + format, self.client_address[0], *args)
 
 
-def make_app(registry: CollectorRegistry, timer: ScrapeTimer):
+def make_app(exposition: Exposition, timer: ScrapeTimer):
     def app(environ, start_response):
         path = environ.get("PATH_INFO", "/")
         if path == "/metrics":
             started = time.perf_counter()
-            body = generate_latest(registry)
+            body = exposition.render()
             timer.last_seconds = time.perf_counter() - started
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
             return [body]
@@ -58,6 +59,6 @@ def parse_listen_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-def serve(registry: CollectorRegistry, timer: ScrapeTimer, address: str) -> _ThreadingServer:
+def serve(exposition: Exposition, timer: ScrapeTimer, address: str) -> _ThreadingServer:
     host, port = parse_listen_address(address)
-    return make_server(host, port, make_app(registry, timer), server_class=_ThreadingServer, handler_class=_QuietHandler)
+    return make_server(host, port, make_app(exposition, timer), server_class=_ThreadingServer, handler_class=_QuietHandler)

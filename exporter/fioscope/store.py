@@ -54,6 +54,7 @@ class JobState:
     end_timestamp: float = 0.0
     runs: int = 0
     failures: int = 0
+    version: int = 0  # bumped on every change, so a scrape re-renders only changed jobs
 
 
 class Store:
@@ -123,6 +124,7 @@ class Store:
                 state.runs += 1
                 state.failures += 1
                 state.end_timestamp = max(state.end_timestamp, float(record["timestamp"]))
+                state.version += 1
 
     def _ingest_run(self, run: RunResult) -> None:
         annotations = run.annotations
@@ -130,6 +132,7 @@ class Store:
             for job in run.jobs:
                 state = self.jobs.setdefault(job.jobname, JobState())
                 state.runs += 1
+                state.version += 1
                 if job.error:
                     state.failures += 1
                 for ddir, direction in job.directions.items():
@@ -140,6 +143,7 @@ class Store:
                         for i, n in enumerate(bucket_counts(lat.bins_ns)):
                             hist.buckets[i] += n
                         hist.sum_seconds += lat.sum_seconds
+                        lat.bins_ns = {}  # counted into the histogram; the raw bins are not kept
                 if state.last is None or run.timestamp >= state.last.end_timestamp:
                     state.last = self._publish(job, run, annotations)
                     if not state.running:
@@ -172,6 +176,7 @@ class Store:
             for name in jobnames:
                 state = self.jobs.setdefault(name, JobState())
                 state.running, state.live, state.start_timestamp = True, None, now
+                state.version += 1
 
     def update_live(self, run: RunResult) -> None:
         """A periodic status report: figures since the previous report, not since the start."""
@@ -189,6 +194,7 @@ class Store:
                             direction.iops = (direction.total_ios - before.total_ios) / elapsed
                             direction.bandwidth_bytes = (direction.io_bytes - before.io_bytes) / elapsed
                 state.live = job
+                state.version += 1
 
     def finish_run(self, jobnames: list[str]) -> None:
         now = time.time()
@@ -197,13 +203,19 @@ class Store:
                 state = self.jobs.setdefault(name, JobState())
                 state.running, state.live = False, None
                 state.end_timestamp = now
+                state.version += 1
 
     # ---- for the collector -------------------------------------------------------------
-    def snapshot(self) -> tuple[dict[str, JobState], dict[tuple[str, str, str], HistogramState]]:
-        """Copies taken under the lock, so a scrape never sees half an update."""
+    def snapshot(self, unchanged: dict[str, int] | None = None) -> tuple[dict[str, JobState], dict[tuple[str, str, str], HistogramState]]:
+        """Copies taken under the lock, so a scrape never sees half an update.
+
+        Histograms are copied only for jobs whose version differs from ``unchanged``.
+        """
+        unchanged = unchanged or {}
         with self._lock:
             jobs = {name: JobState(**vars(s)) for name, s in self.jobs.items()}
-            hists = {k: HistogramState(list(h.buckets), h.sum_seconds) for k, h in self.histograms.items()}
+            hists = {k: HistogramState(list(h.buckets), h.sum_seconds) for k, h in self.histograms.items()
+                     if unchanged.get(k[0]) != jobs[k[0]].version}
         return jobs, hists
 
     def health(self) -> dict[str, float]:

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Exporter benchmark: prints figures, asserts nothing (targets are judged by a person).
+
+1. /metrics render time (median of 200 scrapes, timed inside the exporter as
+   fioscope_scrape_duration_seconds and at the client) and RSS, with 1 and with
+   100 jobs' results including json+ histograms.
+2. Exporter CPU share while fio runs with a 1 s status interval.
+
+Targets (issue 2): 1 job <= 2 ms median, 100 jobs < 50 ms, RSS <= 40 MiB, CPU < 3 % of a core.
+Usage: python3 bench/bench_exporter.py [--fio-seconds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO / "tests" / "fixtures" / "fio-outputs" / "fio-3.33"
+sys.path.insert(0, str(REPO / "tests"))
+from conftest import free_port, wait_for  # noqa: E402
+
+
+def get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read()
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start(args: list[str]) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "fioscope", "serve", "--web.listen-address", f"127.0.0.1:{port}", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: get(f"http://127.0.0.1:{port}/-/healthy"), 15)
+    return proc, port
+
+
+def make_results(directory: Path, jobs: int) -> None:
+    """Each job: a randwrite json+ result with slat/clat/lat histograms, plus an etcd json+ result."""
+    lat = json.loads((CORPUS / "lat_percentiles.json+").read_text())
+    etcd = json.loads((CORPUS / "etcd.json+").read_text())
+    for i in range(jobs):
+        for kind, doc in (("rw", lat), ("etcd", etcd)):
+            doc = json.loads(json.dumps(doc))
+            doc["jobs"][0]["jobname"] = f"bench-{kind}-{i:03d}"
+            (directory / f"bench-{kind}-{i:03d}.json").write_text(json.dumps(doc))
+
+
+def scrape_figures(jobs: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        make_results(Path(tmp), jobs)
+        proc, port = start(["--results.dir", tmp])
+        try:
+            url = f"http://127.0.0.1:{port}/metrics"
+            body = get(url)
+            client, server = [], []
+            for _ in range(200):
+                t0 = time.perf_counter()
+                body = get(url)
+                client.append(time.perf_counter() - t0)
+                for line in body.decode().splitlines():
+                    if line.startswith("fioscope_scrape_duration_seconds "):
+                        server.append(float(line.split()[1]))
+            print(f"{jobs:4d} job(s) x 2 results: {len(body.splitlines()):6d} lines {len(body) / 1024:7.1f} KiB | "
+                  f"render median {statistics.median(server) * 1e3:6.2f} ms (p90 {statistics.quantiles(server, n=10)[-1] * 1e3:6.2f}) | "
+                  f"HTTP median {statistics.median(client) * 1e3:6.2f} ms | RSS {rss_mib(proc.pid):5.1f} MiB")
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
+def cpu_during_fio(seconds: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "target").mkdir()
+        config = tmp / "bench.yaml"
+        config.write_text(f"""
+results_dir: {tmp / 'results'}
+status_interval: 1s
+targets: [{{name: bench, directory: {tmp / 'target'}}}]
+schedule:
+  - job: cloud-sla-70-30
+    target: bench
+    env: {{RUNTIME: "{seconds}", SIZE: 64m, IODEPTH: "16"}}
+""")
+        proc, port = start(["--config.file", str(config)])
+        try:
+            url = f"http://127.0.0.1:{port}/metrics"
+            wait_for(lambda: b'fio_run_running{jobname="cloud-sla-70-30"} 1.0' in get(url), 20)
+            c0, t0 = cpu_seconds(proc.pid), time.time()
+            scrapes = 0
+            while b'fio_run_running{jobname="cloud-sla-70-30"} 1.0' in get(url):
+                scrapes += 1
+                time.sleep(1)  # a 1 s scrape interval, as the e2e stack uses
+            c1, t1 = cpu_seconds(proc.pid), time.time()
+            print(f"exporter CPU during a {t1 - t0:.0f} s fio run (status every 1 s, {scrapes} scrapes): "
+                  f"{100 * (c1 - c0) / (t1 - t0):.2f} % of one core | RSS {rss_mib(proc.pid):.1f} MiB")
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fio-seconds", type=int, default=30)
+    args = parser.parse_args()
+    for jobs in (1, 100):
+        scrape_figures(jobs)
+    cpu_during_fio(args.fio_seconds)
+
+
+if __name__ == "__main__":
+    main()
