@@ -1,0 +1,128 @@
+"""Rules and Prometheus/Alertmanager configuration: generated, valid, and unit-tested with promtool."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import FIXTURES, REPO, require
+
+ALERTS = REPO / "alerts"
+GENERATE = [sys.executable, str(ALERTS / "generate.py")]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def test_committed_files_are_generated_from_config():
+    proc = run(GENERATE + ["--check"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_promtool_check_rules_and_config():
+    promtool = require("promtool")
+    proc = run([promtool, "check", "rules", *map(str, sorted(ALERTS.glob("*.rules.yaml")))])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run([promtool, "check", "config", str(REPO / "provisioning" / "prometheus" / "prometheus.yml")])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 rule files found" in proc.stdout
+
+
+def test_alertmanager_config():
+    amtool = require("amtool")
+    proc = run([amtool, "check-config", str(REPO / "provisioning" / "alertmanager" / "alertmanager.yml")])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_promtool_unit_tests():
+    promtool = require("promtool")
+    tests = sorted((ALERTS / "tests").glob("*.test.yaml"))
+    proc = run([promtool, "test", "rules", *map(str, tests)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("SUCCESS") == len(tests)
+
+
+def rules_of(path: Path) -> list[dict]:
+    return [r for g in yaml.safe_load(path.read_text())["groups"] for r in g["rules"]]
+
+
+def test_every_alert_has_firing_and_silent_cases():
+    alerts = {r["alert"] for r in rules_of(ALERTS / "alerts.rules.yaml")}
+    firing, silent = set(), set()
+    for path in (ALERTS / "tests").glob("*.test.yaml"):
+        for group in yaml.safe_load(path.read_text())["tests"]:
+            for case in group.get("alert_rule_test", []):
+                (firing if case["exp_alerts"] else silent).add(case["alertname"])
+    assert alerts - firing == set(), "alerts without a firing case"
+    assert alerts - silent == set(), "alerts without a silent case"
+
+
+def test_every_recording_rule_has_a_value_check():
+    records = {r["record"] for r in rules_of(ALERTS / "recording.rules.yaml")}
+    text = (ALERTS / "tests" / "recording.test.yaml").read_text() + (ALERTS / "tests" / "throttle.test.yaml").read_text()
+    checked = set(re.findall(r"fioscope:[a-z_:]+", text))
+    assert records - checked == set()
+
+
+def test_alert_metadata_follows_mixin_conventions():
+    for rule in rules_of(ALERTS / "alerts.rules.yaml"):
+        assert re.fullmatch(r"Fioscope[A-Z][A-Za-z]+", rule["alert"]), rule["alert"]
+        assert rule["labels"]["severity"] in ("critical", "warning", "info")
+        ann = rule["annotations"]
+        assert set(ann) == {"summary", "description", "runbook_url", "dashboard_url"}
+        assert "{{" in ann["description"], f"{rule['alert']}: description should show measured values"
+        anchor = ann["runbook_url"].split("#")[1]
+        runbook = (REPO / "docs" / "runbook.md").read_text()
+        assert re.search(rf"^##+ {rule['alert']}\b", runbook, re.M), f"no runbook section for {rule['alert']}"
+        assert anchor == rule["alert"].lower()
+    names = {r["alert"] for r in rules_of(ALERTS / "alerts.rules.yaml")}
+    assert any("Throttl" in n for n in names) and any("Fsync" in n for n in names)
+
+
+def test_thresholds_live_in_one_place(tmp_path):
+    """The 10 ms line is one setting: changing it changes every fsync rule, and the exporter's verdict agrees."""
+    from fioscope.report import ETCD_FSYNC_P99_SECONDS
+
+    settings = yaml.safe_load((ALERTS / "config.yaml").read_text())
+    assert settings["thresholds"]["etcd_fsync_p99_seconds"] == ETCD_FSYNC_P99_SECONDS
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "thresholds.etcd_fsync_p99_seconds=0.005"])
+    assert proc.returncode == 0, proc.stderr
+    generated = (tmp_path / "alerts" / "alerts.rules.yaml").read_text()
+    assert "> 0.005" in generated and "> 0.01\n" not in generated
+    assert generated.count("0.005") >= 4  # fio last run, near-limit, histogram, etcd WAL
+
+
+def test_overrides_per_device_sla_and_limits(tmp_path):
+    promtool = require("promtool")
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "thresholds.disk_limits={vdb: {iops: 1000}}",
+                           "--set", "thresholds.disk_latency_sla_per_device={vdb: 0.010}"])
+    assert proc.returncode == 0, proc.stderr
+    tests = tmp_path / "alerts" / "tests"
+    tests.mkdir()
+    shutil.copy(FIXTURES / "promtool" / "overrides.test.yaml", tests)
+    proc = run([promtool, "test", "rules", str(tests / "overrides.test.yaml")])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_short_intervals_for_the_e2e_stack(tmp_path):
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "stack.scrape_interval=1s", "--set", "stack.evaluation_interval=1s",
+                           "--set", "durations.throttled_fio=5s", "--set", "stack.alertmanager_webhook=http://127.0.0.1:5001/"])
+    assert proc.returncode == 0, proc.stderr
+    prom = yaml.safe_load((tmp_path / "provisioning" / "prometheus" / "prometheus.yml").read_text())
+    assert prom["global"]["scrape_interval"] == "1s"
+    am = yaml.safe_load((tmp_path / "provisioning" / "alertmanager" / "alertmanager.yml").read_text())
+    assert am["receivers"][0]["webhook_configs"][0]["url"] == "http://127.0.0.1:5001/"
+    throttled = [r for r in rules_of(tmp_path / "alerts" / "alerts.rules.yaml") if r["alert"] == "FioscopeDiskThrottledUnderFioLoad"]
+    assert throttled[0]["for"] == "5s"
+
+
+def test_bad_override_is_refused(tmp_path):
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "nonsense"])
+    assert proc.returncode != 0 and "expected key.path=value" in proc.stderr
