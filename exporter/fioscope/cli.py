@@ -49,9 +49,28 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sla.latency", dest="sla_latency", help="p99 latency SLA, e.g. 30ms")
     run.add_argument("--fsync.threshold", dest="fsync_threshold", default="10ms", help="fdatasync p99 pass line (default 10ms, etcd's guidance)")
 
+    run.add_argument("--target.cgroup", dest="target_cgroup", help="run fio inside this cgroup (a lab disk's throttle; root)")
+
     check = sub.add_parser("check", help="validate the config and job files, then exit")
     check.add_argument("--config.file", dest="config_file")
     check.add_argument("jobs", nargs="*", help="job files or profiles to check (default: every profile)")
+
+    lab = sub.add_parser("lab", help="loop-backed test disks with controlled limits (root only)")
+    lab.add_argument("--state-dir", default=None, help="where lab disks and their state live (default /var/lib/fioscope-lab)")
+    labsub = lab.add_subparsers(dest="lab_command", required=True)
+    lab_up = labsub.add_parser("up", help="create a lab disk: throttled, slow-fsync or healthy")
+    lab_up.add_argument("kind", choices=["throttled", "slow-fsync", "healthy"])
+    lab_up.add_argument("--name", default="")
+    lab_up.add_argument("--size", default="2G")
+    for flag in ("read-iops", "write-iops", "read-bps", "write-bps"):
+        lab_up.add_argument(f"--{flag}", type=int, default=None)
+    lab_down = labsub.add_parser("down", help="remove a lab disk (or --all), also after a crash")
+    lab_down.add_argument("name", nargs="?")
+    lab_down.add_argument("--all", action="store_true")
+    labsub.add_parser("status", help="list lab disks")
+    lab_exec = labsub.add_parser("exec", help="run a command inside a lab disk's cgroup")
+    lab_exec.add_argument("name")
+    lab_exec.add_argument("argv", nargs=argparse.REMAINDER)
     return p
 
 
@@ -65,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "check":
             return cmd_check(args)
-        return args.func(args)
+        return cmd_lab(args)
     except ConfigError as exc:
         print(f"fioscope: {exc}", file=sys.stderr)
         return 2
@@ -120,7 +139,8 @@ def _run_target(args, config: Config) -> Target:
         raise ConfigError("run: give --target NAME (with --config.file) or --target.dir DIR")
     limits = parse_limits(_key_values(args.limit, "--limit"), "--limit") if args.limit else target.limits
     sla = parse_duration(args.sla_latency, "--sla.latency") if args.sla_latency else target.sla_latency_seconds
-    return Target(name=target.name, directory=target.directory, destructive=target.destructive, limits=limits, sla_latency_seconds=sla)
+    return Target(name=target.name, directory=target.directory, destructive=target.destructive, limits=limits,
+                  sla_latency_seconds=sla, cgroup=args.target_cgroup or target.cgroup)
 
 
 def cmd_run(args) -> int:
@@ -161,6 +181,37 @@ def cmd_check(args) -> int:
         target = config.target(entry.target)
         check_safe(load_job(resolve_job(entry.job, config.jobs_dir), {**entry.env, "TARGET_DIR": str(target.directory)}), target)
     print(f"{config.source}: ok ({len(config.targets)} targets, {len(config.schedule)} schedule entries, {checked} job files)")
+    return 0
+
+
+def cmd_lab(args) -> int:
+    import json
+
+    from . import lab
+
+    state_dir = Path(args.state_dir) if args.state_dir else lab.DEFAULT_STATE_DIR
+    try:
+        if args.lab_command == "up":
+            disk = lab.up(args.kind, args.name, args.size, state_dir, args.read_iops, args.write_iops,
+                          args.read_bps or 0, args.write_bps or 0)
+            print(json.dumps({"name": disk.name, "device": disk.loop_device, "mountpoint": disk.mountpoint,
+                              "cgroup": disk.cgroup, "limits": disk.limits}))
+        elif args.lab_command == "down":
+            if not args.all and not args.name:
+                raise lab.LabError("down: name a lab disk or give --all")
+            removed = lab.down_all(state_dir) if args.all else lab.down(args.name, state_dir)
+            print("\n".join(f"removed {r}" for r in removed) or "nothing to remove")
+        elif args.lab_command == "status":
+            for disk in lab.status(state_dir):
+                print(f"{disk.name}: {disk.kind} {disk.loop_device} on {disk.mountpoint} limits {disk.limits} cgroup {disk.cgroup}")
+        elif args.lab_command == "exec":
+            argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+            if not argv:
+                raise lab.LabError("exec: give a command after --")
+            return lab.exec_in(args.name, argv, state_dir)
+    except (lab.LabError, OSError) as exc:
+        print(f"fioscope lab: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -81,6 +81,7 @@ class Target:
     destructive: bool = False  # only then may a job write to a block device or outside `directory`
     limits: Limits = Limits()
     sla_latency_seconds: float = 0.0
+    cgroup: str = ""  # run fio inside this cgroup (a lab disk's throttle); needs root
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,14 @@ _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(us|ms|s|m|h)?\s*$")
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600, None: 1}
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]i?)?[bB]?\s*$")
 _SIZE_UNITS = {None: 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(text: str) -> str:
+    """``${VAR}`` and ``${VAR:-default}``, as in compose files: one config for compose and native."""
+    return _ENV.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), text)
 
 
 def parse_duration(value, where: str) -> float:
@@ -199,14 +208,14 @@ def _parse_config(path: Path) -> Config:
     base = path.resolve().parent
 
     def rel(p) -> Path:
-        p = Path(os.path.expandvars(str(p)))
+        p = Path(expand_env(str(p)))
         return p if p.is_absolute() else base / p
 
     targets = []
     for i, t in enumerate(data.get("targets") or []):
         where = f"{src}: targets[{i}]"
         t = _mapping(t, where)
-        _reject_unknown(t, {"name", "directory", "destructive", "limits", "sla_latency"}, where)
+        _reject_unknown(t, {"name", "directory", "destructive", "limits", "sla_latency", "cgroup"}, where)
         if not t.get("name") or not t.get("directory"):
             raise ConfigValueError(f"{where}: 'name' and 'directory' are required")
         if not isinstance(t.get("destructive", False), bool):
@@ -217,6 +226,7 @@ def _parse_config(path: Path) -> Config:
             destructive=t.get("destructive", False),
             limits=parse_limits(t.get("limits"), f"{where}.limits"),
             sla_latency_seconds=parse_duration(t.get("sla_latency", 0), f"{where}.sla_latency"),
+            cgroup=str(t.get("cgroup", "")),
         ))
     names = [t.name for t in targets]
     if len(set(names)) != len(names):

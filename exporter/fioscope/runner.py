@@ -82,13 +82,15 @@ class Runner:
         if not target.directory.is_dir():
             outcome.message = f"target directory {target.directory} does not exist"
             return outcome
+        # a lab target's throttle applies to processes inside its cgroup: fio joins it before exec
+        join = (lambda: Path(target.cgroup, "cgroup.procs").write_text(str(os.getpid()))) if target.cgroup else None
         try:
             self._process = subprocess.Popen(
                 cmd, cwd=target.directory, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env={**os.environ, **jobfile.defaults, **env}, text=True, bufsize=1,
+                env={**os.environ, **jobfile.defaults, **env}, text=True, bufsize=1, preexec_fn=join,
             )
-        except OSError as exc:
-            outcome.message = f"cannot start {self.config.fio_binary}: {exc.strerror}"
+        except (OSError, subprocess.SubprocessError) as exc:
+            outcome.message = f"cannot start {self.config.fio_binary}: {getattr(exc, 'strerror', None) or exc}"
             return outcome
         process = self._process
         stderr_lines: list[str] = []

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""The fioscope stack without Docker: Prometheus, Alertmanager, node_exporter and the exporter
+as local processes, from the very files compose.yaml mounts (Grafana needs Docker or a server
+of its own; point it at provisioning/grafana).
+
+    python3 stack/native.py                      # foreground; Ctrl-C stops everything
+    python3 stack/native.py --set stack.scrape_interval=5s --data-dir /tmp/fioscope
+
+Without --set it uses the committed files (alerts/*.rules.yaml, provisioning/...); with --set
+it generates them with alerts/generate.py into <data-dir>/config and uses those (the same
+layout, so nothing is copied by hand). node_exporter's flags are read from compose.yaml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("fioscope_generate", REPO / "alerts" / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def binary(*names: str) -> str:
+    for name in names:
+        path = shutil.which(name)
+        if path:
+            return path
+    raise SystemExit(f"native stack: none of {', '.join(names)} is installed (apt-get install prometheus prometheus-node-exporter prometheus-alertmanager)")
+
+
+def node_exporter_flags() -> list[str]:
+    """compose.yaml's node-exporter flags, less what only makes sense in a container."""
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text())
+    flags = compose["services"]["node-exporter"]["command"]
+    # compose escapes $ as $$
+    return [f.replace("$$", "$") for f in flags if not f.startswith(("--path.rootfs", "--web.listen-address"))]
+
+
+class NativeStack:
+    def __init__(self, data_dir: Path, overrides: list[str] | None = None, fioscope_config: Path | None = None,
+                 env: dict[str, str] | None = None, fioscope_command: list[str] | None = None):
+        self.data_dir = data_dir.resolve()
+        self.overrides = overrides or []
+        gen = _generator()
+        self.settings = gen.load_settings(self.overrides)
+        self.root = REPO
+        if self.overrides:
+            self.root = self.data_dir / "config"
+            for rel, text in gen.render(self.settings).items():
+                path = self.root / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+        self.fioscope_config = fioscope_config or REPO / "provisioning" / "fioscope" / "fioscope.yaml"
+        self.env = env or {}
+        self.fioscope_command = fioscope_command or [sys.executable, "-m", "fioscope"]
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def address(self, service: str) -> str:
+        return f"{self.settings['stack']['listen_host']}:{self.settings['stack']['ports'][service]}"
+
+    def url(self, service: str, path: str = "") -> str:
+        return f"http://{self.address(service)}{path}"
+
+    def commands(self) -> dict[str, list[str]]:
+        d = self.data_dir
+        return {
+            "node_exporter": [binary("prometheus-node-exporter", "node_exporter"), f"--web.listen-address={self.address('node_exporter')}",
+                              *node_exporter_flags()],
+            "alertmanager": [binary("prometheus-alertmanager", "alertmanager"),
+                             f"--config.file={self.root / 'provisioning' / 'alertmanager' / 'alertmanager.yml'}",
+                             f"--storage.path={d / 'alertmanager'}", f"--web.listen-address={self.address('alertmanager')}",
+                             "--cluster.listen-address="],
+            "fioscope": [*self.fioscope_command, "serve", f"--config.file={self.fioscope_config}",
+                         f"--web.listen-address={self.address('fioscope')}"],
+            "prometheus": [binary("prometheus"), f"--config.file={self.root / 'provisioning' / 'prometheus' / 'prometheus.yml'}",
+                           f"--storage.tsdb.path={d / 'prometheus'}", f"--web.listen-address={self.address('prometheus')}",
+                           "--web.enable-lifecycle"],
+        }
+
+    def health_urls(self) -> dict[str, str]:
+        return {"node_exporter": self.url("node_exporter", "/metrics"), "alertmanager": self.url("alertmanager", "/-/ready"),
+                "fioscope": self.url("fioscope", "/-/healthy"), "prometheus": self.url("prometheus", "/-/ready")}
+
+    def start(self, timeout: float = 60) -> None:
+        logs = self.data_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "FIOSCOPE_RESULTS_DIR": str(self.data_dir / "results"),
+               "FIOSCOPE_TARGET_DIR": str(self.data_dir / "target"), **self.env}
+        Path(env["FIOSCOPE_TARGET_DIR"]).mkdir(parents=True, exist_ok=True)
+        try:
+            for name, cmd in self.commands().items():  # dependencies first, Prometheus last (as compose's depends_on)
+                self.procs[name] = subprocess.Popen(cmd, stdout=(logs / f"{name}.log").open("w"), stderr=subprocess.STDOUT,
+                                                    env=env, cwd=self.data_dir, start_new_session=True)
+                self._wait_healthy(name, timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_healthy(self, name: str, timeout: float) -> None:
+        url = self.health_urls()[name]
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.procs[name].poll() is not None:
+                log = (self.data_dir / "logs" / f"{name}.log").read_text()[-2000:]
+                raise RuntimeError(f"{name} exited with {self.procs[name].returncode}:\n{log}")
+            try:
+                with urllib.request.urlopen(url, timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError(f"{name} not healthy at {url} after {timeout}s")
+
+    def stop(self) -> None:
+        for name in reversed(list(self.procs)):
+            proc = self.procs[name]
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        self.procs.clear()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, default=REPO / "data", help="TSDB, results, target and logs (default ./data)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override alerts/config.yaml")
+    args = parser.parse_args()
+    stack = NativeStack(args.data_dir, args.set)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    stack.start()
+    print(f"fioscope native stack up: Prometheus {stack.url('prometheus')}  Alertmanager {stack.url('alertmanager')}  "
+          f"fioscope {stack.url('fioscope', '/metrics')}  node_exporter {stack.url('node_exporter', '/metrics')}  "
+          f"(logs in {args.data_dir / 'logs'}; Ctrl-C stops)", flush=True)
+    try:
+        while all(p.poll() is None for p in stack.procs.values()):
+            time.sleep(1)
+        dead = [n for n, p in stack.procs.items() if p.poll() is not None]
+        print(f"native stack: {', '.join(dead)} exited; see {args.data_dir / 'logs'}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        stack.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
