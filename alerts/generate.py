@@ -113,8 +113,11 @@ def recording_rules(s: dict) -> dict:
         ("fioscope:disk_await_seconds",
          "(" + " + ".join(rate(f"node_disk_{m}_time_seconds_total") for m in ("read", "write", "discard"))
          + ") / (fioscope:disk_iops > 0)", "await / 1000"),
-        # the device's own normal: await while it was not saturated
-        ("fioscope:disk_await_unsaturated_seconds", f"fioscope:disk_await_seconds and fioscope:disk_util_ratio < {t['util_min_ratio'] / 2:g}", ""),
+        # per-scrape util: the rate-window util lags a load's start and end
+        ("fioscope:disk_util_ratio:irate", f"irate(node_disk_io_time_seconds_total{disk}[{w}])", ""),
+        # the device's own normal: await over windows in which it was never near saturation
+        ("fioscope:disk_await_unsaturated_seconds",
+         f"fioscope:disk_await_seconds and on (instance, job, device) max_over_time(fioscope:disk_util_ratio:irate[{w}]) < {t['util_min_ratio'] / 2:g}", ""),
         ("fioscope:disk_await_baseline_seconds", f"quantile_over_time(0.5, fioscope:disk_await_unsaturated_seconds[{t['baseline_window']}])", ""),
     ]
 
@@ -144,7 +147,7 @@ def alert(s: dict, name: str, expr: str, duration: str, severity: str, summary: 
 
 def q(expr: str, fmt: str = "humanize") -> str:
     """A value from another query inside an annotation template."""
-    return '{{ with printf "%s" $labels.instance $labels.device | query }}{{ . | first | value | %s }}{{ end }}' % (expr, fmt)
+    return '{{ with printf "%s" $labels.instance $labels.device | query }}{{ . | first | value | %s }}{{ else }}unknown{{ end }}' % (expr, fmt)
 
 
 def alert_rules(s: dict) -> dict:
@@ -208,11 +211,11 @@ def alert_rules(s: dict) -> dict:
               "Job {{ $labels.jobname }}: fdatasync p99 over the last " + t["fsync_histogram_window"]
               + " of runs is {{ $value | humanizeDuration }}; " + f"etcd needs below {fsync_ms}.", "fio"),
         alert(s, "FioscopeEtcdWalFsyncSlow",
-              f"histogram_quantile(0.99, sum by (instance, job, le) (rate(etcd_disk_wal_fsync_duration_seconds_bucket{{{etcd}}}[5m]))) > {fsync:g}",
+              f"histogram_quantile(0.99, sum by (instance, job, le) (rate(etcd_disk_wal_fsync_duration_seconds_bucket{{{etcd}}}[{t['etcd_window']}]))) > {fsync:g}",
               dur["etcd_fsync"], "critical", f"etcd WAL fsync p99 above {fsync_ms}",
               "etcd {{ $labels.instance }}: WAL fsync p99 {{ $value | humanizeDuration }} (etcd's guidance: below " + fsync_ms + ").", "fio"),
         alert(s, "FioscopeEtcdBackendCommitSlow",
-              f"histogram_quantile(0.99, sum by (instance, job, le) (rate(etcd_disk_backend_commit_duration_seconds_bucket{{{etcd}}}[5m]))) > {t['etcd_backend_commit_p99_seconds']:g}",
+              f"histogram_quantile(0.99, sum by (instance, job, le) (rate(etcd_disk_backend_commit_duration_seconds_bucket{{{etcd}}}[{t['etcd_window']}]))) > {t['etcd_backend_commit_p99_seconds']:g}",
               dur["etcd_fsync"], "warning", f"etcd backend commit p99 above {commit_ms}",
               "etcd {{ $labels.instance }}: backend commit p99 {{ $value | humanizeDuration }} (etcd's guidance: below " + commit_ms + ").", "fio"),
         alert(s, "FioscopeDiskThrottledUnderFioLoad",
@@ -297,7 +300,7 @@ def alertmanager_config(s: dict) -> dict:
     interval = s["stack"]["evaluation_interval"]
     return {
         "route": {"receiver": "default", "group_by": ["alertname", "instance", "device", "jobname"],
-                  "group_wait": interval, "group_interval": "1m", "repeat_interval": "4h"},
+                  "group_wait": interval, "group_interval": s["stack"]["alertmanager_group_interval"], "repeat_interval": "4h"},
         "receivers": [receiver],
     }
 

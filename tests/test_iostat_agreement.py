@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 from conftest import FIXTURES
 from stack_helpers import NativeStack, PromClient, e2e_overrides, require_root_lab, write_fioscope_config
@@ -66,15 +67,17 @@ def print_table(rows: list[tuple]) -> None:
         print(f"{column:>10} {io_value:10.2f} {prom_value if prom_value is not None else float('nan'):11.2f} {diff:>8}")
 
 
-def sample_agreement(tmp_path, disk, load_args: list[str], runtime: int = WINDOW + 40):
+def sample_agreement(tmp_path, disk, load_args: list[str], runtime: int = WINDOW + 40, env: dict | None = None):
     """Run a load on ``disk``, sample iostat over WINDOW s mid-way, return the comparison rows."""
     stack = NativeStack(tmp_path / "stack", e2e_overrides(rate_window=f"{WINDOW}s"),
                         fioscope_config=write_fioscope_config(tmp_path / "fioscope.yaml", []))
     stack.start()
     prom = PromClient(stack.url("prometheus"))
     load = subprocess.Popen(["fio", *load_args, f"--runtime={runtime}", "--output=/dev/null"],
-                            env={"TARGET_DIR": disk.mountpoint, "RUNTIME": str(runtime), "PATH": "/usr/bin:/bin"},
-                            start_new_session=True)
+                            env={"TARGET_DIR": disk.mountpoint, "RUNTIME": str(runtime), "PATH": "/usr/bin:/bin", **(env or {})},
+                            start_new_session=True,
+                            # a throttled lab disk caps what runs in its cgroup: the load joins it, the stack does not
+                            preexec_fn=(lambda: Path(disk.cgroup, "cgroup.procs").write_text(str(os.getpid()))) if disk.cgroup else None)
     try:
         time.sleep(WINDOW + 3)  # the rate window fills with steady load
         out = subprocess.run(["iostat", "-x", "-o", "JSON", "-c", "-d", disk.device_name, str(WINDOW), "2"],

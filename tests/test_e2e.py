@@ -1,0 +1,212 @@
+"""End-to-end: the whole stack on lab disks whose behaviour we control (root; `pytest -m e2e`).
+
+Real node_exporter, Prometheus, Alertmanager (alerts delivered to a webhook this test
+listens on), the fioscope exporter running its schedule, a real etcd. Intervals, windows
+and `for:` durations are shortened through alerts/config.yaml overrides (E2E_SETTINGS).
+Figures are printed (run with -s) for the closing note.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, free_port, wait_for
+from stack_helpers import NativeStack, PromClient, Webhook, e2e_overrides, fioscope_run, require_root_lab, write_fioscope_config
+from test_iostat_agreement import agree, print_table, sample_agreement
+
+pytestmark = pytest.mark.e2e
+
+E2E_SETTINGS = [
+    "thresholds.throttle.fio_window=20s", "thresholds.throttle.window=60s",
+    "durations.throttled_fio=10s", "durations.throttled=20s",
+    "durations.fsync=0s", "durations.etcd_fsync=10s", "thresholds.etcd_window=30s",
+    "stack.alertmanager_group_interval=5s",
+]
+THROTTLE = ("FioscopeDiskThrottledUnderFioLoad", "FioscopeDiskThrottled")
+SUITE_START = time.time()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def leaves_nothing_behind():
+    require_root_lab()
+    from fioscope import lab
+
+    before_loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    yield
+    print(f"\ne2e suite wall time: {time.time() - SUITE_START:.0f} s")
+    assert subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout == before_loops, "a loop device was left"
+    assert not [p for p in Path("/sys/fs/cgroup").rglob("fioscope-lab-*") if p.is_dir()], "a lab cgroup was left"
+    assert "fioscope-lab" not in Path("/proc/mounts").read_text() and "/lab/" not in Path("/proc/mounts").read_text()
+    assert lab.cgroup_version() in (1, 2)
+
+
+@contextlib.contextmanager
+def lab_stack(tmp_path: Path, disks: dict[str, dict], schedule: list[dict] | None = None):
+    """Lab disks {name: {kind, limits...}}, and the native stack with a fioscope target on each."""
+    import yaml
+
+    from fioscope import lab
+
+    state = tmp_path / "lab"
+    made, webhook, stack = {}, Webhook(), None
+    try:
+        for name, spec in disks.items():
+            made[name] = lab.up(spec["kind"], name=name, size="2G", state_dir=state)
+        targets = [{"name": name, "directory": d.mountpoint, "cgroup": d.cgroup, "sla_latency": "30ms",
+                    **({"limits": disks[name]["limits"]} if "limits" in disks[name] else {})} for name, d in made.items()]
+        config = write_fioscope_config(tmp_path / "fioscope.yaml", targets)
+        if schedule:
+            data = yaml.safe_load(config.read_text())
+            data["schedule"] = schedule
+            config.write_text(yaml.safe_dump(data))
+        stack = NativeStack(tmp_path / "stack", e2e_overrides(webhook.url, extra=E2E_SETTINGS), fioscope_config=config)
+        stack.start()
+        yield made, stack, webhook, PromClient(stack.url("prometheus"))
+    finally:
+        if stack:
+            stack.stop()
+        webhook.close()
+        for name in made:
+            lab.down(name, state)
+
+
+def firing(prom: PromClient, names=THROTTLE) -> list[dict]:
+    return [r["metric"] for r in prom.query('ALERTS{alertstate="firing"}') if r["metric"]["alertname"] in names]
+
+
+def disk_figures(prom: PromClient, device: str) -> str:
+    parts = []
+    for label, series, fmt in (("IOPS", "fioscope:disk_iops", "{:.0f}"), ("util", "fioscope:disk_util_ratio", "{:.2f}"),
+                               ("aqu-sz", "fioscope:disk_queue_size", "{:.1f}"), ("await", "fioscope:disk_await_seconds", "{:.4f} s")):
+        value = prom.value(f'{series}{{device="{device}"}}')
+        parts.append(f"{label} {fmt.format(value) if value is not None else 'n/a'}")
+    return ", ".join(parts)
+
+
+@pytest.mark.parametrize("overload", [2, 10])
+def test_capped_disk_fires_throttling_alert(tmp_path, overload):
+    env = {"READ_IOPS": str(700 * overload), "WRITE_IOPS": str(300 * overload), "RUNTIME": "150", "SIZE": "512m"}
+    disks = {"capped": {"kind": "throttled", "limits": {"read_iops": 700, "write_iops": 300, "independent": True}}}
+    schedule = [{"job": "cloud-sla-70-30", "target": "capped", "start_delay": "3s", "env": env}]
+    with lab_stack(tmp_path, disks, schedule) as (made, stack, webhook, prom):
+        device = made["capped"].device_name
+        start = wait_for(lambda: prom.value('fio_run_start_timestamp_seconds{jobname="cloud-sla-70-30"} and on (jobname) fio_run_running == 1'),
+                         30, what="the load to start")
+        fired = wait_for(lambda: webhook.first("FioscopeDiskThrottledUnderFioLoad", device=device), 150, interval=0.5,
+                         what="the throttling alert at Alertmanager's webhook")
+        fio_iops = prom.value('sum(fio_iops{jobname="cloud-sla-70-30"})')
+        print(f"\n[capped {overload}x] throttling alert at Alertmanager {fired - start:.0f} s after load start; {disk_figures(prom, device)}; "
+              f"fio IOPS {fio_iops:.0f} of promised {prom.value('fio_promised_iops'):.0f}")
+        assert fired - start <= 120
+        assert prom.value(f'fioscope:disk_util_ratio{{device="{device}"}}') > 0.9
+
+
+def test_healthy_saturated_disk_does_not_fire(tmp_path):
+    schedule = [{"job": "rand-read-iops", "target": "fast", "start_delay": "2s", "env": {"RUNTIME": "90", "SIZE": "256m"}}]
+    with lab_stack(tmp_path, {"fast": {"kind": "healthy"}}, schedule) as (made, stack, webhook, prom):
+        device = made["fast"].device_name
+        wait_for(lambda: prom.value('fio_run_running{jobname="rand-read-iops"}') == 1, 30, what="load start")
+        peak = {"util": 0.0, "iops": 0.0, "await": 0.0, "queue": 0.0}
+        while prom.value('fio_run_running{jobname="rand-read-iops"}') == 1:
+            assert not firing(prom), f"throttling alert on a healthy disk: {firing(prom)}"
+            for key, series in (("util", "fioscope:disk_util_ratio"), ("iops", "fioscope:disk_iops"),
+                                ("await", "fioscope:disk_await_seconds"), ("queue", "fioscope:disk_queue_size")):
+                peak[key] = max(peak[key], prom.value(f'{series}{{device="{device}"}}') or 0.0)
+            time.sleep(2)
+        assert not any(webhook.first(name) for name in THROTTLE)
+        others = sorted(webhook.names())
+        print(f"\n[healthy saturated] no throttling alert; peaks: util {peak['util']:.2f}, IOPS {peak['iops']:.0f}, "
+              f"aqu-sz {peak['queue']:.1f}, await {peak['await'] * 1000:.2f} ms; other alerts delivered: {others or 'none'}")
+        assert peak["iops"] > 1000 and peak["util"] > 0.5  # it was really loaded
+
+
+def test_etcd_wal_on_slow_and_healthy_disk(tmp_path):
+    disks = {"slow": {"kind": "slow-fsync"}, "fast": {"kind": "healthy"}}
+    with lab_stack(tmp_path, disks) as (made, stack, webhook, prom):
+        results = str(tmp_path / "results")
+        config = str(tmp_path / "fioscope.yaml")
+        ok = fioscope_run("run", "etcd-wal", "--config.file", config, "--target", "fast", "--results.dir", results, "--env", "SIZE=2m")
+        assert ok.returncode == 0 and "fdatasync p99" in ok.stdout and ": pass" in ok.stdout, ok.stdout + ok.stderr
+        wait_for(lambda: prom.value('fio_runs_total{jobname="etcd-wal"}') == 1, 20, what="healthy result scraped")
+        time.sleep(5)
+        assert not firing(prom, ("FioscopeFsyncTooSlowForEtcd",)), "fsync alert on the healthy disk"
+        started = time.time()
+        slow = fioscope_run("run", "etcd-wal", "--config.file", config, "--target", "slow", "--results.dir", results, "--env", "SIZE=1m")
+        assert slow.returncode == 1 and "FAIL" in slow.stdout, slow.stdout + slow.stderr
+        fired = wait_for(lambda: webhook.first("FioscopeFsyncTooSlowForEtcd", jobname="etcd-wal"), 60, what="fsync alert")
+        print(f"\n[etcd-wal] healthy: {ok.stdout.splitlines()[-2].strip()} | slow: {slow.stdout.splitlines()[-2].strip()}; "
+              f"fsync alert at Alertmanager {fired - started:.0f} s after the slow run started")
+
+
+def test_recording_rules_agree_with_iostat_on_throttled_disk(tmp_path):
+    from fioscope import lab
+
+    disk = lab.up("throttled", name="iostat-capped", size="2G", state_dir=tmp_path / "lab")
+    try:
+        rows = sample_agreement(tmp_path, disk, [str(REPO / "fio-jobs" / "cloud-sla-70-30.fio")], env={"SIZE": "512m"})
+    finally:
+        lab.down("iostat-capped", tmp_path / "lab")
+    print("\n[iostat agreement, throttled lab disk]")
+    print_table(rows)
+    assert all(r[2] is not None and agree(r[1], r[2], r[3]) for r in rows), rows
+    values = {r[0]: r[1] for r in rows}
+    assert 650 < values["r/s"] < 750 and values["util"] > 90
+
+
+def etcd_put_load(url: str, stop: threading.Event, rate: float = 50.0) -> None:
+    n = 0
+    while not stop.is_set():
+        key = base64.b64encode(f"fioscope/{n % 1000}".encode()).decode()
+        value = base64.b64encode(os.urandom(256)).decode()
+        req = urllib.request.Request(f"{url}/v3/kv/put", data=json.dumps({"key": key, "value": value}).encode(), method="POST")
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(req, timeout=5).read()
+        n += 1
+        stop.wait(1 / rate)
+
+
+@pytest.mark.parametrize("kind", ["slow-fsync", "healthy"])
+def test_real_etcd_against_fio_etcd_wal(tmp_path, kind):
+    with lab_stack(tmp_path, {"disk": {"kind": kind}}) as (made, stack, webhook, prom):
+        disk = made["disk"]
+        client = stack.url("etcd")
+        peer = f"http://127.0.0.1:{free_port()}"
+        etcd = subprocess.Popen(
+            ["etcd", "--name", "lab", "--data-dir", f"{disk.mountpoint}/etcd", "--listen-client-urls", client,
+             "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+             "--initial-cluster", f"lab={peer}"],
+            stdout=(tmp_path / "etcd.log").open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=lambda: Path(disk.cgroup, "cgroup.procs").write_text(str(os.getpid())))
+        stop = threading.Event()
+        try:
+            wait_for(lambda: urllib.request.urlopen(f"{client}/health", timeout=2).read(), 30, what="etcd up")
+            loader = threading.Thread(target=etcd_put_load, args=(client, stop), daemon=True)
+            loader.start()
+            time.sleep(45)
+            etcd_p99 = prom.value('histogram_quantile(0.99, sum(rate(etcd_disk_wal_fsync_duration_seconds_bucket{job="etcd"}[40s])))')
+            alert = webhook.first("FioscopeEtcdWalFsyncSlow") or firing(prom, ("FioscopeEtcdWalFsyncSlow",))
+        finally:
+            stop.set()
+            os.killpg(etcd.pid, signal.SIGTERM)
+            etcd.wait(30)
+        fio = fioscope_run("run", "etcd-wal", "--config.file", str(tmp_path / "fioscope.yaml"), "--target", "disk",
+                           "--results.dir", str(tmp_path / "results"), "--env", "SIZE=1m")
+        fio_p99 = wait_for(lambda: prom.value('fio_run_latency_seconds{jobname="etcd-wal",ddir="sync",stage="lat",quantile="0.99"}'),
+                           20, what="fio result")
+        print(f"\n[etcd on {kind}] etcd WAL fsync p99 {etcd_p99 * 1000:.2f} ms, fioscope etcd-wal fdatasync p99 {fio_p99 * 1000:.2f} ms, "
+              f"ratio etcd/fio {etcd_p99 / fio_p99:.2f}; etcd fsync alert: {'fired' if alert else 'silent'}")
+        if kind == "slow-fsync":
+            assert alert and etcd_p99 > 0.010 and fio_p99 > 0.010
+        else:
+            assert not alert and etcd_p99 < 0.010 and fio_p99 < 0.010
