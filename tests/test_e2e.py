@@ -213,3 +213,46 @@ def test_real_etcd_against_fio_etcd_wal(tmp_path, kind):
             assert alert and etcd_p99 > 0.010 and fio_p99 > 0.010
         else:
             assert not alert and etcd_p99 < 0.010 and fio_p99 < 0.010
+
+
+def dashboard_queries() -> list[tuple[str, str, str]]:
+    out = []
+    for path in sorted((REPO / "dashboards").glob("*.json")):
+        d = json.loads(path.read_text())
+        out += [(path.name, "annotation " + a["name"], a["expr"]) for a in d.get("annotations", {}).get("list", []) if a.get("expr")]
+        for panel in d["panels"]:
+            out += [(path.name, panel["title"], t["expr"]) for t in panel.get("targets", [])]
+    return out
+
+
+def substitute(expr: str, values: dict[str, str]) -> str:
+    for name, value in sorted(values.items(), key=lambda kv: -len(kv[0])):
+        expr = expr.replace("${" + name + "}", value).replace("$" + name, value)
+    return expr
+
+
+def test_every_dashboard_query_returns_data_during_a_run(tmp_path):
+    disks = {"capped": {"kind": "throttled", "limits": {"read_iops": 700, "write_iops": 300, "independent": True}}}
+    schedule = [
+        {"job": "iodepth-sweep", "target": "capped", "start_delay": "1s", "env": {"RUNTIME": "2", "SIZE": "32m"}},
+        # light load first: the device's normal await (the baseline) exists
+        {"job": "cloud-sla-70-30", "target": "capped", "start_delay": "2s",
+         "env": {"RUNTIME": "25", "SIZE": "64m", "READ_IOPS": "20", "WRITE_IOPS": "10"}},
+        {"job": "etcd-wal", "target": "capped", "start_delay": "3s", "env": {"SIZE": "1m"}},
+        {"job": "cloud-sla-70-30", "target": "capped", "start_delay": "4s",
+         "env": {"RUNTIME": "150", "SIZE": "256m", "READ_IOPS": "2100", "WRITE_IOPS": "900"}},
+    ]
+    with lab_stack(tmp_path, disks, schedule) as (made, stack, webhook, prom):
+        device = made["capped"].device_name
+        wait_for(lambda: prom.value('fio_runs_total{jobname="etcd-wal"}') == 1 and prom.value('fio_run_running{jobname="cloud-sla-70-30"}') == 1,
+                 240, interval=1, what="sweep, light run and etcd-wal done; overload running")
+        wait_for(lambda: webhook.first("FioscopeDiskThrottledUnderFioLoad"), 120, interval=1, what="throttling alert (for the alerts panel)")
+        values = {"datasource": "", "instance": ".*", "device": device, "jobname": ".*", "baseline": "etcd-wal",
+                  "candidate": "etcd-wal", "__rate_interval": "1m"}
+        empty, queries = [], dashboard_queries()
+        for dashboard, title, expr in queries:
+            result = prom.query(substitute(expr, values))
+            if not result:
+                empty.append(f"{dashboard}: {title}: {substitute(expr, values)}")
+        print(f"\n[dashboards] {len(queries) - len(empty)} of {len(queries)} panel queries returned data during the run")
+        assert not empty, "\n".join(empty)
