@@ -117,4 +117,5 @@ def test_recording_rules_agree_with_iostat(tmp_path):
     assert not off, f"disagree with iostat: {off}"
     values = {r[0]: r[1] for r in rows}
     # the load really exercised the columns (a comparison of zeros proves nothing)
-    assert values["r/s"] > 500 and values["w/s"] > 500 and values["f/s"] > 10 and values["wrqm/s"] + values["rrqm/s"] > 1
+    assert values["r/s"] > 300 and values["w/s"] > 200 and values["f/s"] > 10
+    assert values["rrqm/s"] > 100 and values["wrqm/s"] > 100

@@ -1,0 +1,43 @@
+# The two commands of the README: `make up` (the stack) and `make test` (the tests).
+PYTHON ?= python3
+FIOSCOPE_TARGET_DIR ?= /var/tmp/fioscope-target
+export FIOSCOPE_TARGET_DIR
+
+.PHONY: up up-native setup test e2e bench generate check-generated secret
+
+# docker compose where a Docker engine runs, the native stack otherwise
+up: setup
+	@if docker info >/dev/null 2>&1; then \
+	  $(MAKE) secret && install -d -o 10001 -g 10001 "$(FIOSCOPE_TARGET_DIR)" && docker compose up --build; \
+	else \
+	  echo "no Docker engine here: starting the native stack (Prometheus, Alertmanager, node_exporter, fioscope)"; \
+	  $(PYTHON) stack/native.py; \
+	fi
+
+up-native: setup
+	$(PYTHON) stack/native.py
+
+setup:
+	@scripts/setup.sh
+
+test: setup
+	$(PYTHON) -m pytest
+
+e2e: setup
+	$(PYTHON) -m pytest -m e2e -s
+
+bench: setup
+	$(PYTHON) bench/bench_exporter.py
+
+generate:
+	$(PYTHON) alerts/generate.py
+	$(PYTHON) dashboards/generate.py
+
+check-generated:
+	$(PYTHON) alerts/generate.py --check
+	$(PYTHON) dashboards/generate.py --check
+
+# a random Grafana admin password, only if none is set (compose refuses to start without one)
+secret:
+	@test -s secrets/grafana_admin_password || { umask 077; head -c 24 /dev/urandom | base64 > secrets/grafana_admin_password; \
+	  echo "Grafana admin password written to secrets/grafana_admin_password"; }
