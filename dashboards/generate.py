@@ -23,6 +23,8 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "scripts"))
+from codegen import write_or_check  # noqa: E402
 SETTINGS = yaml.safe_load((HERE.parent / "alerts" / "config.yaml").read_text())
 T = SETTINGS["thresholds"]
 DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -261,19 +263,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    stale = []
-    for name, text in render().items():
-        path = HERE / name
-        if args.check:
-            if not path.exists() or path.read_text() != text:
-                stale.append(name)
-        else:
-            path.write_text(text)
-    if stale:
-        print(f"dashboards/generate.py: out of date: {', '.join(stale)} (run python3 dashboards/generate.py)", file=sys.stderr)
-        return 1
-    return 0
-
+    return write_or_check({HERE / name: text for name, text in render().items()}, args.check, "dashboards/generate.py")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,6 +9,7 @@ Figures are printed (run with -s) for the closing note.
 from __future__ import annotations
 
 import base64
+import sys
 import contextlib
 import json
 import os
@@ -113,7 +114,8 @@ def test_capped_disk_fires_throttling_alert(tmp_path, overload):
 
 
 def test_healthy_saturated_disk_does_not_fire(tmp_path):
-    schedule = [{"job": "rand-read-iops", "target": "fast", "start_delay": "2s", "env": {"RUNTIME": "90", "SIZE": "256m"}}]
+    # 8 jobs x 128m fits the 2G lab disk
+    schedule = [{"job": "rand-read-iops", "target": "fast", "start_delay": "2s", "env": {"RUNTIME": "90", "SIZE": "128m"}}]
     with lab_stack(tmp_path, {"fast": {"kind": "healthy"}}, schedule) as (made, stack, webhook, prom):
         device = made["fast"].device_name
         wait_for(lambda: prom.value('fio_run_running{jobname="rand-read-iops"}') == 1, 30, what="load start")
@@ -129,6 +131,7 @@ def test_healthy_saturated_disk_does_not_fire(tmp_path):
         print(f"\n[healthy saturated] no throttling alert; peaks: util {peak['util']:.2f}, IOPS {peak['iops']:.0f}, "
               f"aqu-sz {peak['queue']:.1f}, await {peak['await'] * 1000:.2f} ms; other alerts delivered: {others or 'none'}")
         assert peak["iops"] > 1000 and peak["util"] > 0.5  # it was really loaded
+        assert "FioscopeFioRunFailed" not in others
 
 
 def test_etcd_wal_on_slow_and_healthy_disk(tmp_path):
@@ -256,3 +259,43 @@ def test_every_dashboard_query_returns_data_during_a_run(tmp_path):
                 empty.append(f"{dashboard}: {title}: {substitute(expr, values)}")
         print(f"\n[dashboards] {len(queries) - len(empty)} of {len(queries)} panel queries returned data during the run")
         assert not empty, "\n".join(empty)
+
+
+def test_lab_down_after_a_crash_never_touches_foreign_devices(tmp_path):
+    """State on disk lets a new process clean up; a loop device re-used by someone else is left alone."""
+    state = tmp_path / "lab"
+    made = subprocess.run([sys.executable, "-m", "fioscope", "lab", "--state-dir", str(state), "up", "throttled", "--name", "crash"],
+                          capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    disk = json.loads(made.stdout)  # the creating process is gone, as after a crash
+    assert os.path.ismount(disk["mountpoint"]) and Path(disk["cgroup"]).is_dir()
+    # someone else takes over the loop device number after we lost it
+    subprocess.run(["umount", disk["mountpoint"]], check=True)
+    subprocess.run(["losetup", "-d", disk["device"]], check=True)
+    decoy = tmp_path / "decoy.img"
+    subprocess.run(["truncate", "-s", "16M", str(decoy)], check=True)
+    subprocess.run(["losetup", disk["device"], str(decoy)], check=True)
+    try:
+        down = subprocess.run([sys.executable, "-m", "fioscope", "lab", "--state-dir", str(state), "down", "--all"],
+                              capture_output=True, text=True)
+        assert down.returncode == 0, down.stderr
+        assert "removed " + disk["cgroup"] in down.stdout and disk["device"] not in down.stdout
+        backing = Path("/sys/block") / Path(disk["device"]).name / "loop" / "backing_file"
+        assert backing.read_text().strip() == str(decoy), "the lab detached a loop device it did not create"
+        assert not Path(disk["cgroup"]).exists() and not (state / "crash").exists()
+    finally:
+        subprocess.run(["losetup", "-d", disk["device"]])
+
+
+def test_lab_refuses_clearly_without_root():
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:  # readable by nobody, unlike pytest's root-only tmp_path
+        os.chmod(tmp, 0o755)
+        shutil.copytree(REPO / "exporter" / "fioscope", Path(tmp) / "fioscope")
+        nobody = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
+                                 "import sys; sys.path.insert(0, sys.argv[1]); from fioscope.cli import main; sys.exit(main(sys.argv[2:]))",
+                                 tmp, "lab", "--state-dir", f"{tmp}/lab", "up", "healthy"],
+                                capture_output=True, text=True)
+    assert nobody.returncode == 2 and nobody.stderr.strip() == "fioscope lab: the lab needs root (loop devices, mounts and cgroups)", nobody.stderr

@@ -257,3 +257,23 @@ def test_fast_render_equals_client_python_encoder(tmp_path):
     registry.register(exposition.fio)
     assert exposition.fio.render().encode() == generate_latest(registry)
     assert exposition.fio.render() == exposition.fio.render()  # cached path
+
+
+def test_killed_fio_is_a_failed_run(tmp_path, exporter_factory):
+    require("fio")
+    config, _ = write_config(tmp_path, """
+  - job: cloud-sla-70-30
+    target: disk
+    env: {RUNTIME: "60", SIZE: 16m, IODEPTH: "4", READ_IOPS: "100", WRITE_IOPS: "50"}
+""")
+    exp = exporter_factory(config=config)
+    wait_for(lambda: sample(exp.metrics(), "fio_iops", jobname="cloud-sla-70-30", ddir="read") > 0, 20, what="live figures")
+    fio_pids = subprocess.run(["pgrep", "-f", "fio .*cloud-sla-70-30.fio"], capture_output=True, text=True).stdout.split()
+    assert fio_pids
+    for pid in fio_pids:
+        os.kill(int(pid), 9)
+    m = wait_for(lambda: (m := exp.metrics()) and sample(m, "fio_run_failures_total", jobname="cloud-sla-70-30") == 1 and m, 20, what="failure")
+    assert sample(m, "fio_runs_total", jobname="cloud-sla-70-30") == 1
+    assert sample(m, "fio_run_running", jobname="cloud-sla-70-30") == 0
+    assert sample(m, "fio_iops", jobname="cloud-sla-70-30", ddir="read") > 0  # the last status report is kept
+    assert "fio exited -9" in exp.logs()

@@ -143,3 +143,20 @@ def test_document_stream_splits_incrementally():
                                            ("99.990000", "0.9999"), ("1.000000", "0.01"), ("99.950000", "0.9995")])
 def test_quantile_labels(percent, label):
     assert quantile_label(percent) == label
+
+
+def test_fio_before_3_18_without_N():
+    """fio 3.0-3.17 has no N in latency objects: counts come from the json+ bins, else total_ios."""
+    def strip_n(node):
+        if isinstance(node, dict):
+            return {k: strip_n(v) for k, v in node.items() if k != "N"}
+        return node
+
+    doc = strip_n(json.loads((FIO_OUTPUTS / "fio-3.33" / "etcd.json+").read_text()))
+    doc["fio version"] = "fio-3.4"
+    [job] = parse_text(json.dumps(doc))[0].jobs
+    assert job.directions["sync"].latencies["lat"].count == 1823  # from the bins (sync.total_ios is 0)
+    assert job.directions["write"].latencies["clat"].count == 1823
+    plain = strip_n(json.loads((FIO_OUTPUTS / "fio-3.33" / "randrw.json").read_text()))
+    [job] = parse_text(json.dumps(plain))[0].jobs
+    assert job.directions["read"].latencies["clat"].count == job.directions["read"].total_ios == 1500

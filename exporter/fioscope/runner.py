@@ -115,7 +115,8 @@ class Runner:
         failed_jobs = [j.jobname for j in outcome.result.jobs if j.error]
         if rc != 0 or failed_jobs:
             outcome.message = f"fio exited {rc}" + (f", job error in {', '.join(failed_jobs)}" if failed_jobs else "") + (f": {errors}" if errors else "")
-            outcome.ok = False
+            # a killed fio leaves its last status report: published, but counted as a failed run
+            outcome.annotations["failed"] = outcome.message
         else:
             outcome.ok = True
         return outcome

@@ -133,7 +133,7 @@ class Store:
                 state = self.jobs.setdefault(job.jobname, JobState())
                 state.runs += 1
                 state.version += 1
-                if job.error:
+                if job.error or annotations.get("failed"):
                     state.failures += 1
                 for ddir, direction in job.directions.items():
                     for stage, lat in direction.latencies.items():

@@ -1,0 +1,25 @@
+"""Shared by the generators (alerts/generate.py, dashboards/generate.py): write generated files,
+or with --check compare them with what is committed and show the difference."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+
+
+def write_or_check(files: dict[Path, str], check: bool, generator: str) -> int:
+    stale = []
+    for path, text in files.items():
+        if check:
+            current = path.read_text() if path.exists() else ""
+            if current != text:
+                stale.append(str(path))
+                sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), text.splitlines(True), str(path), f"{path} (generated)"))
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    if stale:
+        print(f"{generator}: out of date: {', '.join(stale)} (run python3 {generator})", file=sys.stderr)
+        return 1
+    return 0
