@@ -25,6 +25,8 @@ from conftest import REPO, free_port, require
 sys.path.insert(0, str(REPO / "stack"))
 from native import NativeStack  # noqa: E402
 
+__all__ = ["NativeStack", "PromClient", "Webhook", "e2e_overrides", "fioscope_run", "require_root_lab", "write_fioscope_config"]
+
 
 def require_root_lab():
     if os.geteuid() != 0:

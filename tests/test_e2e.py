@@ -208,6 +208,7 @@ def test_real_etcd_against_fio_etcd_wal(tmp_path, kind):
             etcd.wait(30)
         fio = fioscope_run("run", "etcd-wal", "--config.file", str(tmp_path / "fioscope.yaml"), "--target", "disk",
                            "--results.dir", str(tmp_path / "results"), "--env", "SIZE=1m")
+        assert fio.returncode in (0, 1) and "fdatasync p99" in fio.stdout, fio.stdout + fio.stderr
         fio_p99 = wait_for(lambda: prom.value('fio_run_latency_seconds{jobname="etcd-wal",ddir="sync",stage="lat",quantile="0.99"}'),
                            20, what="fio result")
         print(f"\n[etcd on {kind}] etcd WAL fsync p99 {etcd_p99 * 1000:.2f} ms, fioscope etcd-wal fdatasync p99 {fio_p99 * 1000:.2f} ms, "

@@ -54,7 +54,6 @@ class Runner:
     def run(self, job: str, target: Target, env: dict[str, str] | None = None) -> RunOutcome:
         env = {**(env or {}), "TARGET_DIR": str(target.directory)}
         jobfile = self.prepare(job, target, env)
-        profile = jobfile.path.stem
         with self._lock:
             self.store.start_run(jobfile.jobnames)
             try:
