@@ -78,7 +78,7 @@ def test_scheduled_runs_live_and_final(tmp_path, exporter_factory):
     assert sample(m, "fio_sla_latency_seconds", jobname="cloud-sla-70-30") == pytest.approx(0.03)
     assert sample(m, "fio_run_end_timestamp_seconds", jobname="cloud-sla-70-30") > sample(m, "fio_run_start_timestamp_seconds", jobname="cloud-sla-70-30")
     info = [labels for (name, labels) in m if name == "fio_run_info" and dict(labels)["jobname"] == "cloud-sla-70-30"]
-    assert dict(info[0]) | {} == {"jobname": "cloud-sla-70-30", "target": "disk", "rw": "randrw", "bs": "4k", "iodepth": "4",
+    assert dict(info[0]) == {"jobname": "cloud-sla-70-30", "target": "disk", "rw": "randrw", "bs": "4k", "iodepth": "4",
                                    "numjobs": "1", "ioengine": "libaio", "fio_version": "fio-3.33"}
 
     # the histogram counts every fdatasync of both etcd runs; the summary holds the last run only
@@ -277,3 +277,33 @@ def test_killed_fio_is_a_failed_run(tmp_path, exporter_factory):
     assert sample(m, "fio_run_running", jobname="cloud-sla-70-30") == 0
     assert sample(m, "fio_iops", jobname="cloud-sla-70-30", ddir="read") > 0  # the last status report is kept
     assert "fio exited -9" in exp.logs()
+
+
+def test_concurrent_ingestion_counts_a_file_once(tmp_path):
+    """The runner and the scan loop may both see a new result file: its I/Os are counted once."""
+    import threading
+
+    from fioscope.config import load_config
+    from fioscope.store import Store
+
+    path = tmp_path / "etcd.json"
+    shutil.copy(FIO_OUTPUTS / "fio-3.33" / "etcd.json+", path)
+    for _ in range(20):
+        store = Store(load_config(None, str(tmp_path)))
+        start = threading.Barrier(4)
+
+        def ingest():
+            start.wait()
+            store.ingest_file(path)
+
+        threads = [threading.Thread(target=ingest) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sum(store.histograms[("etcd-wal", "sync", "lat")].buckets) == 1823
+        assert store.jobs["etcd-wal"].runs == 1
+    # a rewritten file is a new run, but still one result file
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    store.ingest_file(path)
+    assert store.jobs["etcd-wal"].runs == 2 and store.health()["result_files"] == 1

@@ -10,6 +10,7 @@ import logging
 import signal
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from .config import DEFAULT_LISTEN, Config, ConfigError, Target, load_config, parse_duration, parse_limits
@@ -139,8 +140,7 @@ def _run_target(args, config: Config) -> Target:
         raise ConfigError("run: give --target NAME (with --config.file) or --target.dir DIR")
     limits = parse_limits(_key_values(args.limit, "--limit"), "--limit") if args.limit else target.limits
     sla = parse_duration(args.sla_latency, "--sla.latency") if args.sla_latency else target.sla_latency_seconds
-    return Target(name=target.name, directory=target.directory, destructive=target.destructive, limits=limits,
-                  sla_latency_seconds=sla, cgroup=args.target_cgroup or target.cgroup)
+    return replace(target, limits=limits, sla_latency_seconds=sla, cgroup=args.target_cgroup or target.cgroup)
 
 
 def cmd_run(args) -> int:
@@ -208,7 +208,7 @@ def cmd_lab(args) -> int:
             argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
             if not argv:
                 raise lab.LabError("exec: give a command after --")
-            return lab.exec_in(args.name, argv, state_dir)
+            lab.exec_in(args.name, argv, state_dir)
     except (lab.LabError, OSError) as exc:
         print(f"fioscope lab: {exc}", file=sys.stderr)
         return 2

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -188,7 +188,7 @@ def load_config(path: str | Path | None, results_dir: str | None = None) -> Conf
     else:
         cfg = _parse_config(Path(path))
     if results_dir:
-        cfg = Config(**{**cfg.__dict__, "results_dir": Path(results_dir)})
+        cfg = replace(cfg, results_dir=Path(results_dir))
     return cfg
 
 
@@ -265,4 +265,4 @@ def _parse_config(path: Path) -> Config:
             every_seconds=parse_duration(s.get("every", 0), f"{where}.every"),
             env={str(k): str(v) for k, v in _mapping(s.get("env"), f"{where}.env").items()},
         ))
-    return Config(**{**cfg.__dict__, "schedule": tuple(schedule)})
+    return replace(cfg, schedule=tuple(schedule))

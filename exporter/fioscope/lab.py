@@ -242,9 +242,9 @@ def join_cgroup(cgroup: str, pid: int | None = None) -> None:
     (Path(cgroup) / "cgroup.procs").write_text(str(pid or os.getpid()))
 
 
-def exec_in(name: str, argv: list[str], state_dir: Path = DEFAULT_STATE_DIR) -> int:
+def exec_in(name: str, argv: list[str], state_dir: Path = DEFAULT_STATE_DIR) -> None:
+    """Replace this process with ``argv`` inside the lab disk's cgroup."""
     disk = LabDisk.load(state_dir / name)
     if disk.cgroup:
         join_cgroup(disk.cgroup)
     os.execvp(argv[0], argv)
-    return 127  # not reached

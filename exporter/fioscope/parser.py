@@ -42,7 +42,7 @@ def parse_file(path: str | Path) -> list[RunResult]:
 
 def parse_text(text: str, source: str = "") -> list[RunResult]:
     """All fio reports in ``text``, oldest first. Raises ParseError if there is none."""
-    runs = [_parse_document(doc, source) for doc in split_documents(text)]
+    runs = [parse_document(doc, source) for doc in split_documents(text)]
     if not runs:
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
         if first:
@@ -94,7 +94,7 @@ def _only_whitespace_after_error(text: str, exc: json.JSONDecodeError) -> bool:
     return exc.pos >= end - 2 and text[exc.pos] not in "}]"
 
 
-def _parse_document(doc: dict, source: str) -> RunResult:
+def parse_document(doc: dict, source: str) -> RunResult:
     version = str(doc.get("fio version", ""))
     if not version:
         raise ParseError("JSON document has no 'fio version': not fio output")
@@ -293,4 +293,4 @@ class DocumentStream:
             self._buffer = self._buffer[end:]
             if isinstance(doc, dict):
                 self.last_document = doc
-                runs.append(_parse_document(doc, self.source))
+                runs.append(parse_document(doc, self.source))

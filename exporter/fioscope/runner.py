@@ -19,7 +19,7 @@ from pathlib import Path
 from .config import Config, ScheduleEntry, Target
 from .jobs import JobFile, check_safe, load_job, resolve_job
 from .model import RunResult
-from .parser import DocumentStream, ParseError, _parse_document
+from .parser import DocumentStream, ParseError, parse_document
 from .store import FAILURE_KEY, Store
 
 log = logging.getLogger("fioscope.runner")
@@ -110,7 +110,8 @@ class Runner:
             outcome.message = f"fio exited {rc} without a report: {errors or 'no output'}"
             return outcome
         outcome.document = stream.last_document
-        outcome.result = _parse_document(stream.last_document, str(jobfile.path))
+        # parsed afresh: the stream's copy had its rates rewritten to per-interval figures by update_live
+        outcome.result = parse_document(stream.last_document, str(jobfile.path))
         failed_jobs = [j.jobname for j in outcome.result.jobs if j.error]
         if rc != 0 or failed_jobs:
             outcome.message = f"fio exited {rc}" + (f", job error in {', '.join(failed_jobs)}" if failed_jobs else "") + (f": {errors}" if errors else "")

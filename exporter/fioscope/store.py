@@ -64,9 +64,11 @@ class Store:
         self.jobs: dict[str, JobState] = {}
         self.histograms: dict[tuple[str, str, str], HistogramState] = {}
         self.parse_errors = 0
-        self.result_files = 0
         self.last_scan_timestamp = 0.0
         self._seen: dict[str, tuple[int, int]] = {}  # path -> (mtime_ns, size) already handled
+        self._published: set[str] = set()  # paths whose result is published
+        # the runner and the scan loop may both see a new file: one ingests it, once
+        self._ingest_lock = threading.Lock()
 
     # ---- reading files ---------------------------------------------------------------
     def scan(self) -> None:
@@ -83,6 +85,10 @@ class Store:
 
     def ingest_file(self, path: Path) -> bool:
         """Parse and publish one file once per version of it; False if it was rejected."""
+        with self._ingest_lock:
+            return self._ingest_file(path)
+
+    def _ingest_file(self, path: Path) -> bool:
         try:
             st = path.stat()
         except OSError:
@@ -107,7 +113,7 @@ class Store:
             return False
         self._seen[key] = signature
         with self._lock:
-            self.result_files += 1
+            self._published.add(key)
         return True
 
     def _reject(self, path: Path, signature: tuple[int, int], exc: Exception) -> None:
@@ -222,6 +228,6 @@ class Store:
         with self._lock:
             return {
                 "parse_errors": self.parse_errors,
-                "result_files": self.result_files,
+                "result_files": len(self._published),
                 "last_scan": self.last_scan_timestamp,
             }
