@@ -1,0 +1,3 @@
+"""fioscope: run fio, publish every result as Prometheus metrics."""
+
+__version__ = "0.1.0"

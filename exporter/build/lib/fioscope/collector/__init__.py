@@ -1,0 +1,21 @@
+"""Collectors: fresh metric families from the Store on every scrape."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from ..store import Store
+from .exporter import ExporterCollector, ScrapeTimer
+from .fio import FioCollector
+
+
+class Exposition:
+    """What /metrics serves: fio results (per-job render cache) and the exporter's own health."""
+
+    def __init__(self, store: Store, timer: ScrapeTimer):
+        self.fio = FioCollector(store)
+        self.health = CollectorRegistry(auto_describe=False)
+        self.health.register(ExporterCollector(store, timer))
+
+    def render(self) -> bytes:
+        return self.fio.render().encode() + generate_latest(self.health)

@@ -1,0 +1,268 @@
+"""Typed configuration of ``fioscope serve`` / ``run``; one error type per failure.
+
+Example (see ``fioscope.example.yaml`` at the top of the repository)::
+
+    results_dir: /var/lib/fioscope/results
+    targets:
+      - name: rootdisk
+        directory: /var/lib/fioscope/target
+        limits: {read_iops: 700, write_iops: 300}
+        sla_latency: 30ms
+    schedule:
+      - job: etcd-wal
+        target: rootdisk
+        repeat: 2        # load, idle, load ...
+        idle: 60s
+        every: 15m       # the whole cycle again
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import yaml
+
+DEFAULT_LISTEN = "127.0.0.1:7963"
+# the repository's fio-jobs/ (editable install), or where the image puts it
+REPO_JOBS_DIR = Path(os.environ.get("FIOSCOPE_JOBS_DIR", Path(__file__).resolve().parents[2] / "fio-jobs"))
+
+
+class ConfigError(Exception):
+    """Base of every configuration problem; ``str()`` is one line naming the file."""
+
+
+class ConfigFileError(ConfigError):
+    """The file cannot be read or is not YAML."""
+
+
+class ConfigValueError(ConfigError):
+    """A field has a wrong type or value."""
+
+
+class UnknownTargetError(ConfigError):
+    """A schedule entry names a target the config does not define."""
+
+
+class UnknownJobError(ConfigError):
+    """A job is neither a profile in the jobs directory nor an existing file."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the provider promises for a disk (per second). 0 means not declared."""
+
+    read_iops: float = 0
+    write_iops: float = 0
+    iops: float = 0  # combined cap, where the provider gives one figure
+    read_bandwidth_bytes: float = 0
+    write_bandwidth_bytes: float = 0
+    bandwidth_bytes: float = 0
+    # False: reads and writes share one time budget (1/(a/W + (1-a)/R));
+    # True: separate per-direction caps, as cgroup/blkio throttles (min(R/(1-a), W/a)).
+    independent: bool = False
+
+    def declared(self) -> bool:
+        return any(getattr(self, f) for f in _RATE_FIELDS)
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if getattr(self, k)}
+
+
+_RATE_FIELDS = ("read_iops", "write_iops", "iops", "read_bandwidth_bytes", "write_bandwidth_bytes", "bandwidth_bytes")
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    directory: Path
+    destructive: bool = False  # only then may a job write to a block device or outside `directory`
+    limits: Limits = Limits()
+    sla_latency_seconds: float = 0.0
+    cgroup: str = ""  # run fio inside this cgroup (a lab disk's throttle); needs root
+
+
+@dataclass(frozen=True)
+class ScheduleEntry:
+    job: str
+    target: str
+    repeat: int = 1
+    idle_seconds: float = 60.0
+    start_delay_seconds: float = 0.0
+    every_seconds: float = 0.0  # 0: run the cycle once
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Config:
+    source: str = "<defaults>"
+    results_dir: Path = Path("results")
+    jobs_dir: Path = REPO_JOBS_DIR
+    scan_interval_seconds: float = 5.0
+    status_interval_seconds: float = 1.0
+    fio_binary: str = "fio"
+    listen_address: str = DEFAULT_LISTEN
+    targets: tuple[Target, ...] = ()
+    schedule: tuple[ScheduleEntry, ...] = ()
+
+    def target(self, name: str) -> Target:
+        for t in self.targets:
+            if t.name == name:
+                return t
+        raise UnknownTargetError(f"{self.source}: unknown target {name!r} (defined: {', '.join(t.name for t in self.targets) or 'none'})")
+
+    def target_for_directory(self, directory: str) -> Target | None:
+        """The configured target whose directory holds ``directory`` (for results dropped in by others)."""
+        path = Path(directory)
+        for t in self.targets:
+            if path == t.directory or t.directory in path.parents:
+                return t
+        return None
+
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(us|ms|s|m|h)?\s*$")
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600, None: 1}
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]i?)?[bB]?\s*$")
+_SIZE_UNITS = {None: 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(text: str) -> str:
+    """``${VAR}`` and ``${VAR:-default}``, as in compose files: one config for compose and native."""
+    return _ENV.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), text)
+
+
+def parse_duration(value, where: str) -> float:
+    """``90``, ``"90s"``, ``"15m"``, ``"30ms"`` -> seconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    m = _DURATION.match(str(value))
+    if not m:
+        raise ConfigValueError(f"{where}: {value!r} is not a duration (e.g. 30s, 15m, 10ms)")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def parse_rate(value, where: str) -> float:
+    """``700``, ``"100MiB"``, ``"1.5G"`` -> a number (per second)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    m = _SIZE.match(str(value))
+    if not m:
+        raise ConfigValueError(f"{where}: {value!r} is not a number (e.g. 700, 100MiB)")
+    unit = m.group(2).lower() if m.group(2) else None
+    return float(m.group(1)) * _SIZE_UNITS[unit]
+
+
+def _mapping(value, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigValueError(f"{where}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _reject_unknown(data: dict, allowed: set[str], where: str) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ConfigValueError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
+
+
+def parse_limits(data, where: str) -> Limits:
+    data = dict(_mapping(data, where))
+    _reject_unknown(data, set(Limits.__dataclass_fields__), where)
+    independent = data.pop("independent", False)
+    independent = {"true": True, "false": False}.get(str(independent).lower(), independent)
+    if not isinstance(independent, bool):
+        raise ConfigValueError(f"{where}.independent: must be true or false")
+    return Limits(independent=independent, **{k: parse_rate(v, f"{where}.{k}") for k, v in data.items()})
+
+
+def load_config(path: str | Path | None, results_dir: str | None = None) -> Config:
+    """Read and validate a config file; ``None`` gives the defaults (serve what is in results_dir)."""
+    if path is None:
+        cfg = Config()
+    else:
+        cfg = _parse_config(Path(path))
+    if results_dir:
+        cfg = replace(cfg, results_dir=Path(results_dir))
+    return cfg
+
+
+def _parse_config(path: Path) -> Config:
+    src = str(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigFileError(f"{src}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigFileError(f"{src}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    data = _mapping(data, src)
+    top = {"results_dir", "jobs_dir", "scan_interval", "status_interval", "fio_binary", "listen_address", "targets", "schedule"}
+    _reject_unknown(data, top, src)
+    base = path.resolve().parent
+
+    def rel(p) -> Path:
+        p = Path(expand_env(str(p)))
+        return p if p.is_absolute() else base / p
+
+    targets = []
+    for i, t in enumerate(data.get("targets") or []):
+        where = f"{src}: targets[{i}]"
+        t = _mapping(t, where)
+        _reject_unknown(t, {"name", "directory", "destructive", "limits", "sla_latency", "cgroup"}, where)
+        if not t.get("name") or not t.get("directory"):
+            raise ConfigValueError(f"{where}: 'name' and 'directory' are required")
+        if not isinstance(t.get("destructive", False), bool):
+            raise ConfigValueError(f"{where}.destructive: must be true or false")
+        targets.append(Target(
+            name=str(t["name"]),
+            directory=rel(t["directory"]),
+            destructive=t.get("destructive", False),
+            limits=parse_limits(t.get("limits"), f"{where}.limits"),
+            sla_latency_seconds=parse_duration(t.get("sla_latency", 0), f"{where}.sla_latency"),
+            cgroup=str(t.get("cgroup", "")),
+        ))
+    names = [t.name for t in targets]
+    if len(set(names)) != len(names):
+        raise ConfigValueError(f"{src}: targets: duplicate name")
+
+    cfg = Config(
+        source=src,
+        results_dir=rel(data.get("results_dir", "results")),
+        jobs_dir=rel(data["jobs_dir"]) if "jobs_dir" in data else REPO_JOBS_DIR,
+        scan_interval_seconds=parse_duration(data.get("scan_interval", 5), f"{src}: scan_interval"),
+        status_interval_seconds=parse_duration(data.get("status_interval", 1), f"{src}: status_interval"),
+        fio_binary=str(data.get("fio_binary", "fio")),
+        listen_address=str(data.get("listen_address", DEFAULT_LISTEN)),
+        targets=tuple(targets),
+    )
+    schedule = []
+    for i, s in enumerate(data.get("schedule") or []):
+        where = f"{src}: schedule[{i}]"
+        s = _mapping(s, where)
+        _reject_unknown(s, {"job", "target", "repeat", "idle", "start_delay", "every", "env"}, where)
+        if not s.get("job") or not s.get("target"):
+            raise ConfigValueError(f"{where}: 'job' and 'target' are required")
+        cfg.target(str(s["target"]))  # raises UnknownTargetError
+        repeat = s.get("repeat", 1)
+        if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
+            raise ConfigValueError(f"{where}.repeat: must be a whole number >= 1")
+        job = str(s["job"])
+        if "/" in job or job.endswith(".fio"):  # a path, relative to the config file
+            job = str(rel(job))
+        schedule.append(ScheduleEntry(
+            job=job,
+            target=str(s["target"]),
+            repeat=repeat,
+            idle_seconds=parse_duration(s.get("idle", 60), f"{where}.idle"),
+            start_delay_seconds=parse_duration(s.get("start_delay", 0), f"{where}.start_delay"),
+            every_seconds=parse_duration(s.get("every", 0), f"{where}.every"),
+            env={str(k): str(v) for k, v in _mapping(s.get("env"), f"{where}.env").items()},
+        ))
+    return replace(cfg, schedule=tuple(schedule))

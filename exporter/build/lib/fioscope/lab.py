@@ -1,0 +1,250 @@
+"""The throttle lab (root only): loop-backed disks whose behaviour we control.
+
+A lab disk is a sparse file on the host's disk, attached as a loop device with
+``--direct-io=on``, formatted ext4 and mounted. A *throttled* disk caps the I/O that
+the loop device sends to its backing disk, per cgroup (v1 ``blkio.throttle.*`` or v2
+``io.max``); whatever runs inside the lab's cgroup then sees what a guest sees on a
+capped cloud disk: IOPS pinned at the cap, util 100 %, aqu-sz ~ iodepth, await of tens
+to hundreds of ms. (Capping the loop device itself would hold requests *before* they
+reach it, and the guest-side queue would look empty.)
+
+Every step is recorded in ``<state-dir>/<name>/state.json`` before it is taken, so
+``down`` removes exactly what was created, also after a crash, and never touches a
+device it did not create.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+DEFAULT_STATE_DIR = Path("/var/lib/fioscope-lab")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+KINDS = {
+    # name: (read IOPS, write IOPS) caps; 0 = uncapped
+    "throttled": (700, 300),
+    "slow-fsync": (0, 60),  # each fdatasync costs a data write plus a journal commit: p99 well above 10 ms
+    "healthy": (0, 0),
+}
+
+
+class LabError(Exception):
+    """A clear one-line reason the lab cannot do what was asked."""
+
+
+@dataclass
+class LabDisk:
+    name: str
+    kind: str
+    state_dir: str
+    backing_file: str = ""
+    loop_device: str = ""
+    mountpoint: str = ""
+    cgroup: str = ""
+    cgroup_version: int = 0
+    backing_device: str = ""  # MAJ:MIN of the disk the backing file lives on (what is throttled)
+    limits: dict = field(default_factory=dict)
+    created: list = field(default_factory=list)  # steps taken, in order
+
+    @property
+    def device_name(self) -> str:
+        return os.path.basename(self.loop_device)
+
+    def save(self) -> None:
+        path = Path(self.state_dir) / "state.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, state_dir: Path) -> LabDisk:
+        return cls(**json.loads((state_dir / "state.json").read_text()))
+
+
+def _run(*cmd: str) -> str:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise LabError(f"{cmd[0]} not found (install util-linux / e2fsprogs)") from None
+    if proc.returncode != 0:
+        raise LabError(f"{' '.join(cmd)}: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout.strip()
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise LabError("the lab needs root (loop devices, mounts and cgroups)")
+
+
+def cgroup_version() -> int:
+    """1 if the v1 blkio controller is mounted, 2 if the unified hierarchy has io, else 0."""
+    if (CGROUP_ROOT / "blkio" / "blkio.throttle.read_iops_device").exists():
+        return 1
+    controllers = CGROUP_ROOT / "cgroup.controllers"
+    if controllers.exists() and "io" in controllers.read_text().split():
+        return 2
+    return 0
+
+
+def whole_disk_of(path: Path) -> str:
+    """MAJ:MIN of the whole disk holding ``path`` (throttling works per disk, not per partition)."""
+    dev = os.stat(path).st_dev
+    majmin = f"{os.major(dev)}:{os.minor(dev)}"
+    sysdev = Path("/sys/dev/block") / majmin
+    if not sysdev.exists():
+        raise LabError(f"{path} is not on a block device ({majmin}: tmpfs/overlay?); use --state-dir on a real disk")
+    if (sysdev / "partition").exists():
+        majmin = (sysdev.resolve().parent / "dev").read_text().strip()
+    return majmin
+
+
+def up(kind: str, name: str = "", size: str = "2G", state_dir: Path = DEFAULT_STATE_DIR,
+       read_iops: int | None = None, write_iops: int | None = None,
+       read_bps: int = 0, write_bps: int = 0) -> LabDisk:
+    require_root()
+    if kind not in KINDS:
+        raise LabError(f"unknown lab disk kind {kind!r} (kinds: {', '.join(KINDS)})")
+    name = name or kind
+    if shutil.which("losetup") is None or not Path("/dev/loop-control").exists():
+        raise LabError("loop devices are not available (no losetup or /dev/loop-control)")
+    default_r, default_w = KINDS[kind]
+    limits = {"read_iops": default_r if read_iops is None else read_iops,
+              "write_iops": default_w if write_iops is None else write_iops,
+              "read_bps": read_bps, "write_bps": write_bps}
+    version = cgroup_version()
+    if any(limits.values()) and version == 0:
+        raise LabError("no cgroup I/O controller: neither v1 blkio nor v2 io is available")
+    directory = state_dir / name
+    if (directory / "state.json").exists():
+        raise LabError(f"lab disk {name!r} exists already ({directory}); run 'fioscope lab down {name}' first")
+    directory.mkdir(parents=True, exist_ok=True)
+    disk = LabDisk(name=name, kind=kind, state_dir=str(directory), limits=limits, cgroup_version=version)
+    try:
+        disk.backing_file = str(directory / "backing.img")
+        disk.created.append("backing_file")
+        disk.save()
+        _run("truncate", "-s", size, disk.backing_file)
+        disk.backing_device = whole_disk_of(directory)
+        disk.loop_device = _run("losetup", "--direct-io=on", "--find", "--show", disk.backing_file)
+        disk.created.append("loop")
+        disk.save()
+        _run("mkfs.ext4", "-q", "-F", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0", disk.loop_device)
+        disk.mountpoint = str(directory / "mnt")
+        Path(disk.mountpoint).mkdir(exist_ok=True)
+        disk.created.append("mount")
+        disk.save()
+        _run("mount", disk.loop_device, disk.mountpoint)
+        _make_cgroup(disk)
+        disk.save()
+    except Exception:
+        down(name, state_dir)
+        raise
+    return disk
+
+
+def _make_cgroup(disk: LabDisk) -> None:
+    if disk.cgroup_version == 2:
+        parent = CGROUP_ROOT
+        (parent / "cgroup.subtree_control").write_text("+io")
+        path = parent / f"fioscope-lab-{disk.name}"
+    else:
+        path = CGROUP_ROOT / "blkio" / f"fioscope-lab-{disk.name}"
+    disk.cgroup = str(path)
+    disk.created.append("cgroup")
+    disk.save()
+    path.mkdir(exist_ok=True)
+    lim, dev = disk.limits, disk.backing_device
+    if disk.cgroup_version == 2:
+        parts = [f"{key}={lim[src]}" for key, src in (("riops", "read_iops"), ("wiops", "write_iops"),
+                                                       ("rbps", "read_bps"), ("wbps", "write_bps")) if lim[src]]
+        if parts:
+            (path / "io.max").write_text(f"{dev} {' '.join(parts)}")
+    else:
+        for src, fname in (("read_iops", "read_iops_device"), ("write_iops", "write_iops_device"),
+                           ("read_bps", "read_bps_device"), ("write_bps", "write_bps_device")):
+            if lim[src]:
+                (path / f"blkio.throttle.{fname}").write_text(f"{dev} {lim[src]}")
+
+
+def down(name: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
+    """Undo what the state file records, newest first; returns what was removed."""
+    require_root()
+    directory = state_dir / name
+    if not (directory / "state.json").exists():
+        raise LabError(f"no lab disk {name!r} under {state_dir}")
+    disk = LabDisk.load(directory)
+    removed = []
+    if "cgroup" in disk.created and disk.cgroup and Path(disk.cgroup).exists():
+        cg = Path(disk.cgroup)
+        for pid in (cg / "cgroup.procs").read_text().split():
+            try:
+                os.kill(int(pid), 9)  # a process left inside would keep the cgroup busy
+            except ProcessLookupError:
+                pass
+        for _ in range(50):
+            try:
+                cg.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+        removed.append(disk.cgroup)
+    if "mount" in disk.created and disk.mountpoint and os.path.ismount(disk.mountpoint):
+        _unmount(disk.mountpoint)
+        removed.append(disk.mountpoint)
+    if "loop" in disk.created and disk.loop_device and _loop_backs(disk.loop_device, disk.backing_file):
+        _run("losetup", "-d", disk.loop_device)
+        removed.append(disk.loop_device)
+    shutil.rmtree(directory)
+    removed.append(str(directory))
+    return removed
+
+
+def _unmount(mountpoint: str) -> None:
+    """Unmount, waiting for exiting processes to let go; lazily as a last resort (the loop then autoclears)."""
+    for _ in range(50):
+        if subprocess.run(["umount", mountpoint], capture_output=True).returncode == 0:
+            return
+        time.sleep(0.2)
+    _run("umount", "--lazy", mountpoint)
+
+
+def _loop_backs(loop_device: str, backing_file: str) -> bool:
+    """Is ``loop_device`` still attached to our backing file? (never detach someone else's)"""
+    path = Path("/sys/block") / os.path.basename(loop_device) / "loop" / "backing_file"
+    try:
+        return os.path.realpath(path.read_text().strip()) == os.path.realpath(backing_file)
+    except OSError:
+        return False
+
+
+def down_all(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
+    removed = []
+    if state_dir.exists():
+        for directory in sorted(state_dir.iterdir()):
+            if (directory / "state.json").exists():
+                removed += down(directory.name, state_dir)
+    return removed
+
+
+def status(state_dir: Path = DEFAULT_STATE_DIR) -> list[LabDisk]:
+    if not state_dir.exists():
+        return []
+    return [LabDisk.load(d) for d in sorted(state_dir.iterdir()) if (d / "state.json").exists()]
+
+
+def join_cgroup(cgroup: str, pid: int | None = None) -> None:
+    """Move a process (default: this one) into a lab cgroup."""
+    (Path(cgroup) / "cgroup.procs").write_text(str(pid or os.getpid()))
+
+
+def exec_in(name: str, argv: list[str], state_dir: Path = DEFAULT_STATE_DIR) -> None:
+    """Replace this process with ``argv`` inside the lab disk's cgroup."""
+    disk = LabDisk.load(state_dir / name)
+    if disk.cgroup:
+        join_cgroup(disk.cgroup)
+    os.execvp(argv[0], argv)

@@ -1,0 +1,80 @@
+"""The short human summary ``fioscope run`` prints, with pass/fail verdicts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import JobResult, Latency
+from .promised import promised_iops, write_share
+from .config import Limits
+
+# etcd's guidance: WAL fdatasync p99 below 10 ms (the same line as alerts/thresholds.yaml)
+ETCD_FSYNC_P99_SECONDS = 0.010
+# delivered IOPS below this share of what was asked for (or promised) fails an SLA check
+DELIVERY_PASS_RATIO = 0.9
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    text: str
+
+
+def p99(lat: Latency | None) -> float | None:
+    return lat.percentiles.get("0.99") if lat else None
+
+
+def _fmt_ms(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1000:.2f} ms"
+
+
+def requested_iops(job: JobResult) -> float:
+    """The rate the job asked for (fio's rate_iops=read[,write], times numjobs); 0 if unlimited."""
+    raw = job.options.get("rate_iops", "")
+    share = write_share(job.options)
+    if not raw or share is None:
+        return 0.0
+    per_dir = [float(x) if x.strip() else 0.0 for x in raw.split(",")]
+    read, write = per_dir[0], per_dir[1] if len(per_dir) > 1 else per_dir[0]
+    numjobs = int(job.options.get("numjobs", "1") or 1)
+    return ((read if share < 1 else 0) + (write if share > 0 else 0)) * numjobs
+
+
+def job_verdicts(job: JobResult, limits: Limits, sla_seconds: float, fsync_threshold: float) -> list[Verdict]:
+    verdicts = []
+    sync = job.directions.get("sync")
+    if sync is not None:
+        value = p99(sync.latencies.get("lat"))
+        ok = value is not None and value <= fsync_threshold
+        verdicts.append(Verdict(ok, f"fdatasync p99 {_fmt_ms(value)} (etcd needs < {_fmt_ms(fsync_threshold)}): {'pass' if ok else 'FAIL'}"))
+    worst = max((p99(d.latencies.get("clat")) or 0.0 for k, d in job.directions.items() if k != "sync"), default=0.0)
+    promised = promised_iops(limits, job.options)
+    if promised or sla_seconds:
+        expected = min(x for x in (promised, requested_iops(job)) if x) if (promised or requested_iops(job)) else 0
+        delivered = job.total_iops
+        ok = (not sla_seconds or worst <= sla_seconds) and (not expected or delivered >= DELIVERY_PASS_RATIO * expected)
+        parts = [f"delivered {delivered:.0f} IOPS"]
+        if promised:
+            parts.append(f"= {100 * delivered / promised:.0f} % of the promised {promised:.0f} IOPS")
+        if expected and expected != promised:
+            parts.append(f"(asked for {expected:.0f})")
+        parts.append(f"at p99 {_fmt_ms(worst)}")
+        if sla_seconds:
+            parts.append(f"(SLA {_fmt_ms(sla_seconds)})")
+        verdicts.append(Verdict(ok, " ".join(parts) + f": {'pass' if ok else 'FAIL'}"))
+    return verdicts
+
+
+def summary_lines(job: JobResult) -> list[str]:
+    lines = [f"{job.jobname}: {job.runtime_seconds:.1f} s" + (f", fio error {job.error}" if job.error else "")]
+    for ddir, d in sorted(job.directions.items()):
+        if ddir == "sync":
+            lat = d.latencies.get("lat")
+            lines.append(f"  sync : {d.total_ios} calls, p50 {_fmt_ms(lat.percentiles.get('0.5'))}, p99 {_fmt_ms(p99(lat))}, p99.9 {_fmt_ms(lat.percentiles.get('0.999'))}")
+            continue
+        clat = d.latencies.get("clat")
+        lines.append(
+            f"  {ddir:5}: {d.iops:10.0f} IOPS {d.bandwidth_bytes / 2**20:9.1f} MiB/s"
+            f"  clat p50 {_fmt_ms(clat.percentiles.get('0.5') if clat else None)} p99 {_fmt_ms(p99(clat))}"
+        )
+    return lines
