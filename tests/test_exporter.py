@@ -11,8 +11,29 @@ import time
 
 import pytest
 
-from conftest import FIO_OUTPUTS, FIXTURES, parse_exposition, promtool_check_metrics, require, sample, wait_for
+from conftest import FIO_OUTPUTS, FIXTURES, parse_exposition, promtool_check_metrics, require, wait_for
+from fioscope.blockdev import device_for_path
 from fioscope.histogram import BUCKET_BOUNDS
+
+IDENTITY = ("target", "device", "hostname")
+
+
+def sample(metrics: dict, name: str, **labels) -> float:
+    """The one sample of ``name`` whose labels are ``labels`` plus the identity labels (any value).
+
+    Every per-job series carries target, device and hostname (docs/contracts.md section 1);
+    a test that does not name them still requires them present and the match unique.
+    """
+    want = {k: str(v) for k, v in labels.items()}
+    found = []
+    for (n, frozen), value in metrics.items():
+        have = dict(frozen)
+        keys = set(want) | (set(IDENTITY) if n.startswith("fio_") else set())
+        if n == name and set(have) == keys and all(have[k] == v for k, v in want.items()):
+            found.append(value)
+    if len(found) != 1:
+        raise KeyError(f"{name}{want}: {len(found)} samples")
+    return found[0]
 
 
 def write_config(tmp_path, schedule: str, limits: str = "") -> tuple:
@@ -33,13 +54,22 @@ schedule:
     return config, target
 
 
+def settle(*paths):
+    """Age files dropped in by hand past the store's settle time, as if their writer finished a while ago."""
+    from fioscope.store import SETTLE_SECONDS
+
+    past = time.time() - SETTLE_SECONDS - 60
+    for path in paths:
+        os.utime(path, (past, past))
+
+
 def result_docs(results_dir, prefix):
     return [json.loads(p.read_text()) for p in sorted(results_dir.glob(f"{prefix}-*.json")) if not p.name.endswith(".failure.json")]
 
 
 def test_scheduled_runs_live_and_final(tmp_path, exporter_factory):
     require("fio")
-    config, _ = write_config(tmp_path, """
+    config, target = write_config(tmp_path, """
   - job: cloud-sla-70-30
     target: disk
     env: {RUNTIME: "5", SIZE: 16m, IODEPTH: "4"}
@@ -79,7 +109,8 @@ def test_scheduled_runs_live_and_final(tmp_path, exporter_factory):
     assert sample(m, "fio_run_end_timestamp_seconds", jobname="cloud-sla-70-30") > sample(m, "fio_run_start_timestamp_seconds", jobname="cloud-sla-70-30")
     info = [labels for (name, labels) in m if name == "fio_run_info" and dict(labels)["jobname"] == "cloud-sla-70-30"]
     assert dict(info[0]) == {"jobname": "cloud-sla-70-30", "target": "disk", "rw": "randrw", "bs": "4k", "iodepth": "4",
-                                   "numjobs": "1", "ioengine": "libaio", "fio_version": "fio-3.33"}
+                             "numjobs": "1", "ioengine": "libaio", "fio_version": "fio-3.33", "hostname": "",
+                             "device": device_for_path(target)}
 
     # the histogram counts every fdatasync of both etcd runs; the summary holds the last run only
     etcd_docs = result_docs(exp.results, "etcd-wal")
@@ -108,7 +139,7 @@ def test_scheduled_runs_live_and_final(tmp_path, exporter_factory):
 def test_bad_files_are_counted_and_earlier_results_kept(tmp_path, exporter_factory):
     results = tmp_path / "results"
     results.mkdir()
-    shutil.copy(FIO_OUTPUTS / "fio-3.33" / "randrw.json", results / "good.json")
+    settle(shutil.copy(FIO_OUTPUTS / "fio-3.33" / "randrw.json", results / "good.json"))
     exp = exporter_factory(results=results)
     assert sample(exp.metrics(), "fio_iops", jobname="randrw", ddir="read") > 0
 
@@ -117,7 +148,7 @@ def test_bad_files_are_counted_and_earlier_results_kept(tmp_path, exporter_facto
     (results / "empty.json").write_text("")
     truncated = results / "truncated.json"
     truncated.write_text((FIO_OUTPUTS / "fio-3.33" / "etcd.json+").read_text()[:5000])
-    os.utime(truncated, (time.time() - 60, time.time() - 60))  # old: not "still being written"
+    settle(*(results / n for n in ("old-fio.json", "fio-error.json", "empty.json", "truncated.json")))  # not "still being written"
     m = wait_for(lambda: (m := exp.metrics()) and sample(m, "fioscope_result_parse_errors_total") == 4 and m, 15, what="4 errors")
     assert sample(m, "fio_iops", jobname="randrw", ddir="read") > 0  # earlier result kept
     assert sample(m, "fioscope_up") == 1
@@ -142,6 +173,7 @@ def test_file_still_being_written_is_picked_up_when_complete(tmp_path, exporter_
     assert sample(m, "fioscope_result_parse_errors_total") == 0
     assert ("fio_iops", frozenset({"jobname": "randrw-status", "ddir": "read"}.items())) not in m
     growing.write_text(text)
+    settle(growing)  # the writer is done
     wait_for(lambda: sample(exp.metrics(), "fio_runs_total", jobname="randrw-status") == 1, 10, what="ingested")
     raw_last = json.loads(text[text.rindex('{\n  "fio version"'):])
     assert sample(exp.metrics(), "fio_iops", jobname="randrw-status", ddir="read") == pytest.approx(raw_last["jobs"][0]["read"]["iops"])
@@ -152,7 +184,7 @@ def test_corpus_dropped_in_is_published(tmp_path, exporter_factory):
     results.mkdir()
     for version in ("fio-3.33", "fio-3.42"):
         for name in ("etcd.json+", "mixed_both.json", "numjobs2.json", "clientserver.json", "lat_percentiles.json+", "preamble_output.json"):
-            shutil.copy(FIO_OUTPUTS / version / name, results / f"{version}-{name.replace('+', 'plus')}.json")
+            settle(shutil.copy(FIO_OUTPUTS / version / name, results / f"{version}-{name.replace('+', 'plus')}.json"))
     exp = exporter_factory(results=results)
     text = exp.metrics_text()
     check = promtool_check_metrics(text)
@@ -163,7 +195,7 @@ def test_corpus_dropped_in_is_published(tmp_path, exporter_factory):
     assert sample(m, "fio_runs_total", jobname="etcd-wal") == 2
     assert sample(m, "fio_latency_seconds_count", jobname="etcd-wal", ddir="sync", stage="lat") == 2 * 1823
     assert sample(m, "fio_iops", jobname="randrw-both", ddir="mixed") > 0
-    assert sample(m, "fio_iops", jobname="cs-randrw", ddir="read") > 0
+    assert sample(m, "fio_iops", jobname="cs-randrw", ddir="read", hostname="/srv/fio-corpus/fio-3.33.sock") > 0
     assert sample(m, "fio_run_latency_seconds", jobname="randwrite-pct", ddir="write", stage="slat", quantile="0.99") > 0
     # the newer of the two etcd runs is "the last run"
     newest = max((json.loads((FIO_OUTPUTS / v / "etcd.json+").read_text()) for v in ("fio-3.33", "fio-3.42")), key=lambda d: d["timestamp_ms"])
@@ -248,10 +280,10 @@ def test_fast_render_equals_client_python_encoder(tmp_path):
     for version in ("fio-3.33", "fio-3.42"):
         for path in (FIO_OUTPUTS / version).iterdir():
             if path.name.split(".")[-1] in ("json", "json+", "txt"):
-                shutil.copy(path, tmp_path / f"{version}-{path.name}.json")
+                settle(shutil.copy(path, tmp_path / f"{version}-{path.name}.json"))
     store = Store(load_config(None, str(tmp_path)))
     store.scan()
-    store.start_run(["randrw"])  # a running job too
+    store.start_run(["randrw"], "/srv/fio-corpus/tgt")  # a running job too
     exposition = Exposition(store, ScrapeTimer())
     registry = CollectorRegistry()
     registry.register(exposition.fio)
@@ -287,7 +319,7 @@ def test_concurrent_ingestion_counts_a_file_once(tmp_path):
     from fioscope.store import Store
 
     path = tmp_path / "etcd.json"
-    shutil.copy(FIO_OUTPUTS / "fio-3.33" / "etcd.json+", path)
+    settle(shutil.copy(FIO_OUTPUTS / "fio-3.33" / "etcd.json+", path))
     for _ in range(20):
         store = Store(load_config(None, str(tmp_path)))
         start = threading.Barrier(4)
@@ -301,9 +333,10 @@ def test_concurrent_ingestion_counts_a_file_once(tmp_path):
             t.start()
         for t in threads:
             t.join()
-        assert sum(store.histograms[("etcd-wal", "sync", "lat")].buckets) == 1823
-        assert store.jobs["etcd-wal"].runs == 1
-    # a rewritten file is a new run, but still one result file
-    os.utime(path, (time.time() + 5, time.time() + 5))
+        key = ("/srv/fio-corpus/tgt", "etcd-wal", "")  # no config: the target is fio's directory
+        assert sum(store.histograms[key][("sync", "lat")].buckets) == 1823
+        assert store.jobs[key].runs == 1
+    # touched (a new mtime, the same bytes): still one run, one result file
+    os.utime(path, (time.time() - 100, time.time() - 100))
     store.ingest_file(path)
-    assert store.jobs["etcd-wal"].runs == 2 and store.health()["result_files"] == 1
+    assert store.jobs[key].runs == 1 and store.health()["result_files"] == 1

@@ -96,28 +96,26 @@ def cmd_serve(args) -> int:
     from .collector.exporter import ScrapeTimer
     from .http import serve
     from .runner import Runner, Scheduler
+    from .scanner import ScanLoop
     from .store import Store
 
     config = load_config(args.config_file, args.results_dir)
     config.results_dir.mkdir(parents=True, exist_ok=True)
     store = Store(config)
     store.scan()
+    stop = threading.Event()
+    runner = Runner(config, store)
+    scan_loop = ScanLoop(store, config.scan_interval_seconds, stop)
+    scheduler = Scheduler(config, runner, stop) if config.schedule else None
     timer = ScrapeTimer()
     try:
-        server = serve(Exposition(store, timer), timer, args.listen_address or config.listen_address)
+        server = serve(Exposition(store, timer, scan_loop, scheduler), timer, args.listen_address or config.listen_address)
     except (OSError, ValueError) as exc:
         print(f"fioscope: cannot listen on {args.listen_address or config.listen_address}: {exc}", file=sys.stderr)
         return 2
-    stop = threading.Event()
-    runner = Runner(config, store)
-
-    def scan_loop():
-        while not stop.wait(config.scan_interval_seconds):
-            store.scan()
-
-    threading.Thread(target=scan_loop, name="fioscope-scan", daemon=True).start()
-    if config.schedule:
-        Scheduler(config, runner, stop).start()
+    scan_loop.start()
+    if scheduler is not None:
+        scheduler.start()
 
     def shutdown(signum, frame):
         stop.set()

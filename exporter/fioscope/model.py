@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .resultfile import Annotation
+
 # fio's data directions as they appear in its JSON; `mixed` comes from
 # unified_rw_reporting, `sync` holds the fsync/fdatasync latencies.
 DDIRS = ("read", "write", "trim", "mixed")
@@ -63,5 +65,5 @@ class RunResult:
     timestamp: float  # unix seconds at which fio wrote the report (end of run)
     jobs: list[JobResult]
     source: str = ""  # file the result came from
-    # what fioscope wrote beside fio's report: target name, declared limits, SLA
-    annotations: dict = field(default_factory=dict)
+    # what fioscope wrote beside fio's report: target, device, declared limits, SLA
+    annotation: Annotation = field(default_factory=lambda: Annotation(present=False))

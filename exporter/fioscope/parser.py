@@ -19,11 +19,27 @@ from decimal import Decimal
 from pathlib import Path
 
 from .model import DDIRS, Direction, JobResult, Latency, RunResult
+from .resultfile import (
+    RESULT_KEY,
+    Annotation,
+    ResultFileError,
+    check_label,
+    check_list,
+    check_mapping,
+    check_number,
+    check_text,
+    check_timestamp,
+    read_bytes,
+)
 
 _DECODER = json.JSONDecoder()
+# fio options published as labels (fio_run_info) or used as the target: held to label length
+LABEL_OPTIONS = frozenset({"rw", "readwrite", "bs", "iodepth", "numjobs", "ioengine", "directory", "filename"})
+# fio's json+ has at most FIO_IO_U_PLAT_NR (1856) bins per latency
+MAX_BINS = 4096
 
 
-class ParseError(ValueError):
+class ParseError(ResultFileError):
     """The text is not usable fio output; the message says why in one line."""
 
 
@@ -32,12 +48,8 @@ class TruncatedError(ParseError):
 
 
 def parse_file(path: str | Path) -> list[RunResult]:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ParseError(f"cannot read: {exc.strerror}") from exc
-    return parse_text(text, source=str(path))
+    """Every report in a file read the safe way (resultfile.read_bytes: no symlink, FIFO or huge file)."""
+    return parse_text(read_bytes(Path(path)).decode("utf-8", errors="replace"), source=str(path))
 
 
 def parse_text(text: str, source: str = "") -> list[RunResult]:
@@ -62,10 +74,14 @@ def split_documents(text: str) -> list[dict]:
             break
         try:
             doc, end = _DECODER.raw_decode(text, start)
+        except RecursionError:
+            raise ParseError(f"JSON document at offset {start} is nested too deeply") from None
         except json.JSONDecodeError as exc:
             if _only_whitespace_after_error(text, exc):
                 raise TruncatedError(f"JSON document at offset {start} is truncated (file still being written?)") from None
             raise ParseError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        except ValueError as exc:  # e.g. an integer of more than 4300 digits
+            raise ParseError(f"invalid JSON at offset {start}: {str(exc)[:120]}") from None
         if isinstance(doc, dict):
             docs.append(doc)
         pos = end
@@ -95,109 +111,156 @@ def _only_whitespace_after_error(text: str, exc: json.JSONDecodeError) -> bool:
 
 
 def parse_document(doc: dict, source: str) -> RunResult:
-    version = str(doc.get("fio version", ""))
+    """One fio report, validated completely: a wrong type or an insane value raises ParseError."""
+    try:
+        return _parse_document(doc, source)
+    except ResultFileError as exc:
+        raise ParseError(str(exc)) from None
+
+
+def _parse_document(doc: dict, source: str) -> RunResult:
+    version = doc.get("fio version", "")
     if not version:
         raise ParseError("JSON document has no 'fio version': not fio output")
+    version = check_label(version, "fio version")
     if version.startswith("fio-2."):
         raise ParseError(f"{version} output (latencies in microseconds, no clat_ns) is not supported: need fio >= 3.0")
+    global_opts = _options(doc.get("global options"), "global options")
     if "client_stats" in doc:
-        entries = [e for e in doc["client_stats"] if e.get("jobname") != "All clients"]
-        global_opts = doc.get("global options", {})
+        entries = [check_mapping(e, "client_stats[]") for e in check_list(doc["client_stats"], "client_stats")]
+        entries = [e for e in entries if e.get("jobname") != "All clients"]
     elif "jobs" in doc:
-        entries = doc["jobs"]
-        global_opts = doc.get("global options", {})
+        entries = [check_mapping(e, "jobs[]") for e in check_list(doc["jobs"], "jobs")]
     else:
         raise ParseError(f"{version} document has neither 'jobs' nor 'client_stats'")
-    timestamp = float(doc.get("timestamp_ms", 0)) / 1000 or float(doc.get("timestamp", 0))
+    timestamp = check_number(doc.get("timestamp_ms", 0), "timestamp_ms") / 1000
+    timestamp = check_timestamp(timestamp or doc.get("timestamp", 0), "timestamp")
+    annotation = Annotation.from_json(doc.get(RESULT_KEY))
 
     by_name: dict[tuple[str, str], list[JobResult]] = {}
     for entry in entries:
         job = _parse_job(entry, global_opts)
         by_name.setdefault((job.jobname, job.hostname), []).append(job)
     jobs = [group[0] if len(group) == 1 else _merge_jobs(group) for group in by_name.values()]
-    return RunResult(fio_version=version, timestamp=timestamp, jobs=jobs, source=source,
-                     annotations=doc.get("fioscope") or {})
+    return RunResult(fio_version=version, timestamp=timestamp, jobs=jobs, source=source, annotation=annotation)
 
 
-def _parse_job(entry: dict, global_opts: dict) -> JobResult:
+def _options(raw, where: str) -> dict[str, str]:
+    """fio's option strings; numbers are taken as fio prints them, anything else rejects the file."""
+    options = {}
+    for key, value in check_mapping(raw if raw is not None else {}, where).items():
+        check_label(key, f"{where} key")
+        if (isinstance(value, int) and not isinstance(value, bool) and value.bit_length() < 64) or \
+                (isinstance(value, float) and math.isfinite(value)):
+            value = str(value)
+        options[key] = check_label(value, f"{where}.{key}") if key in LABEL_OPTIONS else check_text(value, f"{where}.{key}")
+    return options
+
+
+def _number(section: dict, key: str, where: str, *, integer: bool = False) -> float:
+    value = section.get(key)
+    return 0 if value is None else check_number(value, f"{where}.{key}", integer=integer)
+
+
+def _parse_job(entry: dict, global_opts: dict[str, str]) -> JobResult:
     name = entry.get("jobname")
     if not isinstance(name, str):
         raise ParseError("job entry without 'jobname'")
-    options = {str(k): str(v) for k, v in global_opts.items()}
-    options.update({str(k): str(v) for k, v in entry.get("job options", {}).items()})
+    name = check_label(name, "jobname")
+    where = f"job {name!r}"
+    options = {**global_opts, **_options(entry.get("job options"), f"{where} job options")}
     job = JobResult(
         jobname=name,
-        error=int(entry.get("error", 0) or 0),
-        runtime_seconds=float(entry.get("job_runtime", 0) or 0) / 1000,
+        error=int(_number(entry, "error", where, integer=True)),
+        runtime_seconds=_number(entry, "job_runtime", where) / 1000,
         options=options,
-        hostname=str(entry.get("hostname", "")),
+        hostname=check_label(entry.get("hostname", ""), f"{where} hostname"),
     )
     for ddir in DDIRS:
         section = entry.get(ddir)
-        if isinstance(section, dict):
-            direction = _parse_direction(section, ddir, name)
-            if direction.total_ios or direction.latencies:  # skip directions the job never used
-                job.directions[ddir] = direction
+        if section is None:
+            continue
+        direction = _parse_direction(check_mapping(section, f"{where} {ddir}"), ddir, f"{where} {ddir}")
+        if direction.total_ios or direction.latencies:  # skip directions the job never used
+            job.directions[ddir] = direction
     sync = entry.get("sync")
-    if isinstance(sync, dict) and isinstance(sync.get("lat_ns"), dict):
-        lat = _parse_latency(sync["lat_ns"], int(sync.get("total_ios", 0) or 0))
-        if lat is not None:
-            job.directions["sync"] = Direction(
-                iops=lat.count / job.runtime_seconds if job.runtime_seconds else 0.0,
-                bandwidth_bytes=0.0,
-                io_bytes=0,
-                total_ios=lat.count,
-                latencies={"lat": lat},
-            )
+    if sync is not None:
+        sync = check_mapping(sync, f"{where} sync")
+        if sync.get("lat_ns") is not None:
+            lat = _parse_latency(check_mapping(sync["lat_ns"], f"{where} sync.lat_ns"),
+                                 int(_number(sync, "total_ios", f"{where} sync", integer=True)), f"{where} sync.lat_ns")
+            if lat is not None:
+                job.directions["sync"] = Direction(
+                    iops=lat.count / job.runtime_seconds if job.runtime_seconds else 0.0,
+                    bandwidth_bytes=0.0,
+                    io_bytes=0,
+                    total_ios=lat.count,
+                    latencies={"lat": lat},
+                )
     return job
 
 
-def _parse_direction(section: dict, ddir: str, jobname: str) -> Direction:
+def _parse_direction(section: dict, ddir: str, where: str) -> Direction:
     if "clat_ns" not in section:
-        raise ParseError(f"job {jobname!r} {ddir}: no 'clat_ns' (fio older than 3.0?)")
-    total_ios = int(section.get("total_ios", 0) or 0)
+        raise ParseError(f"{where}: no 'clat_ns' (fio older than 3.0?)")
+    total_ios = int(_number(section, "total_ios", where, integer=True))
+    bandwidth = _number(section, "bw_bytes", where) if "bw_bytes" in section else _number(section, "bw", where) * 1024
     direction = Direction(
-        iops=float(section.get("iops", 0) or 0),
-        bandwidth_bytes=float(section.get("bw_bytes", float(section.get("bw", 0) or 0) * 1024)),
-        io_bytes=int(section.get("io_bytes", 0) or 0),
+        iops=_number(section, "iops", where),
+        bandwidth_bytes=bandwidth,
+        io_bytes=int(_number(section, "io_bytes", where, integer=True)),
         total_ios=total_ios,
     )
     for stage in ("slat", "clat", "lat"):
         raw = section.get(f"{stage}_ns")
-        if isinstance(raw, dict):
-            lat = _parse_latency(raw, total_ios)
+        if raw is not None:
+            lat = _parse_latency(check_mapping(raw, f"{where}.{stage}_ns"), total_ios, f"{where}.{stage}_ns")
             if lat is not None:
                 direction.latencies[stage] = lat
     return direction
 
 
-def _parse_latency(raw: dict, total_ios: int) -> Latency | None:
-    bins = {int(k): int(v) for k, v in (raw.get("bins") or {}).items()}
+def _parse_latency(raw: dict, total_ios: int, where: str) -> Latency | None:
+    bins: dict[int, int] = {}
+    raw_bins = check_mapping(raw.get("bins") if raw.get("bins") is not None else {}, f"{where}.bins")
+    if len(raw_bins) > MAX_BINS:
+        raise ParseError(f"{where}.bins: {len(raw_bins)} bins, fio writes at most {MAX_BINS}")
+    for key, n in raw_bins.items():
+        if not (isinstance(key, str) and key.isdigit() and len(key) <= 16):
+            raise ParseError(f"{where}.bins: key {key[:40]!r} is not a latency in nanoseconds")
+        bins[int(key)] = int(check_number(n, f"{where}.bins[{key}]", integer=True))
     if "N" in raw:
-        count = int(raw["N"])
+        count = int(check_number(raw["N"], f"{where}.N", integer=True))
     elif bins:
         count = sum(bins.values())
     else:  # fio 3.0-3.17: no N
         count = total_ios
     if count <= 0:
         return None  # the stage did not happen (e.g. slat of a sync engine); older fio leaves zeros
-    percentiles = {
-        quantile_label(p): float(v) / 1e9 for p, v in (raw.get("percentile") or {}).items()
-    }
+    percentiles = {}
+    for key, value in check_mapping(raw.get("percentile") if raw.get("percentile") is not None else {}, f"{where}.percentile").items():
+        percentiles[quantile_label(key)] = check_number(value, f"{where}.percentile[{key}]") / 1e9
     return Latency(
         count=count,
-        mean_seconds=float(raw.get("mean", 0)) / 1e9,
-        min_seconds=float(raw.get("min", 0)) / 1e9,
-        max_seconds=float(raw.get("max", 0)) / 1e9,
+        mean_seconds=_number(raw, "mean", where) / 1e9,
+        min_seconds=_number(raw, "min", where) / 1e9,
+        max_seconds=_number(raw, "max", where) / 1e9,
         percentiles=percentiles,
         bins_ns=bins,
     )
 
 
 def quantile_label(percent: str) -> str:
-    """fio's "99.990000" -> "0.9999" (exact decimal, no float noise)."""
-    value = (Decimal(percent) / 100).normalize()
-    return format(value, "f")
+    """fio's "99.990000" -> "0.9999" (exact decimal, no float noise); ParseError unless in (0, 100]."""
+    if not isinstance(percent, str) or not 0 < len(percent) <= 32:
+        raise ParseError(f"percentile key {str(percent)[:40]!r} is not a percentage")
+    try:
+        value = Decimal(percent)
+        if not value.is_finite() or not 0 < value <= 100:
+            raise ParseError(f"percentile key {percent!r} is not in (0, 100]")
+        return format((value / 100).normalize(), "f")
+    except ArithmeticError:  # decimal.InvalidOperation and friends
+        raise ParseError(f"percentile key {percent!r} is not a number") from None
 
 
 def _merge_jobs(group: list[JobResult]) -> JobResult:
@@ -287,6 +350,8 @@ class DocumentStream:
                 return runs
             try:
                 doc, end = _DECODER.raw_decode(self._buffer, start)
+            except RecursionError:
+                raise ParseError("status report nested too deeply") from None
             except json.JSONDecodeError:
                 self._buffer = self._buffer[start:]  # incomplete: wait for more text
                 return runs

@@ -7,20 +7,21 @@ the results directory, which the store ingests like any file dropped there.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .blockdev import device_for_path
 from .config import Config, ScheduleEntry, Target
 from .jobs import JobFile, check_safe, load_job, resolve_job
 from .model import RunResult
-from .parser import DocumentStream, ParseError, parse_document
-from .store import FAILURE_KEY, Store
+from .parser import DocumentStream, parse_document
+from .resultfile import Annotation, FailureRecord, finish_running, write_failure, write_result, write_running
+from .store import Store
 
 log = logging.getLogger("fioscope.runner")
 
@@ -34,7 +35,7 @@ class RunOutcome:
     result_path: Path | None = None
     result: RunResult | None = None
     document: dict | None = None  # fio's final report as it printed it
-    annotations: dict = field(default_factory=dict)
+    annotation: Annotation = field(default_factory=Annotation)
 
 
 class Runner:
@@ -54,14 +55,24 @@ class Runner:
     def run(self, job: str, target: Target, env: dict[str, str] | None = None) -> RunOutcome:
         env = {**(env or {}), "TARGET_DIR": str(target.directory)}
         jobfile = self.prepare(job, target, env)
+        annotation = Annotation(
+            target=target.name, device=device_for_path(target.directory), directory=str(target.directory),
+            profile=jobfile.path.stem, limits=target.limits if target.limits.declared() else None,
+            sla_latency_seconds=target.sla_latency_seconds,
+        )
         with self._lock:
-            self.store.start_run(jobfile.jobnames)
+            # a marker while fio runs: if fioscope dies now, the next scan counts the run as failed
+            marker = write_running(self.config.results_dir, jobfile.jobnames, annotation)
+            self.store.start_run(jobfile.jobnames, target.name, annotation.device)
             try:
-                outcome = self._run_fio(jobfile, target, env)
+                outcome = self._run_fio(jobfile, target, env, annotation)
             finally:
-                self.store.finish_run(jobfile.jobnames)
-            outcome.result_path = self._write_result(outcome)
-            self.store.ingest_file(outcome.result_path)
+                self.store.finish_run(jobfile.jobnames, target.name)
+            try:
+                outcome.result_path = self._write_result(outcome)
+            finally:
+                finish_running(marker)
+            self.store.ingest_file(outcome.result_path, settled=True)
         return outcome
 
     def stop(self) -> None:
@@ -69,13 +80,8 @@ class Runner:
         if process is not None and process.poll() is None:
             process.terminate()
 
-    def _run_fio(self, jobfile: JobFile, target: Target, env: dict[str, str]) -> RunOutcome:
-        annotations = {"target": target.name, "profile": jobfile.path.stem}
-        if target.limits.declared():
-            annotations["limits"] = target.limits.as_dict()
-        if target.sla_latency_seconds:
-            annotations["sla_latency_seconds"] = target.sla_latency_seconds
-        outcome = RunOutcome(profile=jobfile.path.stem, jobnames=jobfile.jobnames, ok=False, annotations=annotations)
+    def _run_fio(self, jobfile: JobFile, target: Target, env: dict[str, str], annotation: Annotation) -> RunOutcome:
+        outcome = RunOutcome(profile=jobfile.path.stem, jobnames=jobfile.jobnames, ok=False, annotation=annotation)
         interval = max(1, round(self.config.status_interval_seconds))
         cmd = [self.config.fio_binary, str(jobfile.path), "--output-format=json+", f"--status-interval={interval}"]
         if not target.directory.is_dir():
@@ -99,8 +105,8 @@ class Runner:
         try:
             for line in process.stdout:
                 for report in stream.feed(line):
-                    self.store.update_live(report)
-        except ParseError as exc:
+                    self.store.update_live(report, target.name)
+        except ValueError as exc:  # ParseError, or a status report with values out of range
             log.error("%s: unreadable fio status report: %s", jobfile.path, exc)
         rc = process.wait()
         reader.join(timeout=5)
@@ -116,7 +122,7 @@ class Runner:
         if rc != 0 or failed_jobs:
             outcome.message = f"fio exited {rc}" + (f", job error in {', '.join(failed_jobs)}" if failed_jobs else "") + (f": {errors}" if errors else "")
             # a killed fio leaves its last status report: published, but counted as a failed run
-            outcome.annotations["failed"] = outcome.message
+            outcome.annotation = replace(outcome.annotation, failed=outcome.message)
         else:
             outcome.ok = True
         return outcome
@@ -124,20 +130,21 @@ class Runner:
     def _write_result(self, outcome: RunOutcome) -> Path:
         """Atomically write the final report (or a failure record) into the results directory."""
         results = self.config.results_dir
-        results.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{time.time_ns() % 1_000_000:06d}"
-        if outcome.result is not None:
-            document = dict(outcome.document)
-            document["fioscope"] = outcome.annotations
-            path = results / f"{outcome.profile}-{stamp}.json"
-        else:
-            document = {FAILURE_KEY: {"jobnames": outcome.jobnames, "profile": outcome.profile,
-                                      "message": outcome.message, "timestamp": time.time(), **outcome.annotations}}
-            path = results / f"{outcome.profile}-{stamp}.failure.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(document, indent=1))
-        tmp.replace(path)
-        return path
+        if outcome.result is not None and outcome.document is not None:
+            return write_result(results, outcome.document, outcome.annotation)
+        ann = outcome.annotation
+        return write_failure(results, FailureRecord(
+            jobnames=tuple(outcome.jobnames), profile=outcome.profile, message=outcome.message, timestamp=time.time(),
+            target=ann.target, device=ann.device, directory=ann.directory,
+        ))
+
+
+MAX_WAIT_SECONDS = 3600.0
+
+
+def _seconds(value: float) -> float:
+    """A schedule duration as the loop uses it: NaN, negative or infinite count as 0 (never / now)."""
+    return value if isinstance(value, (int, float)) and 0 < value < float("inf") else 0.0
 
 
 class Scheduler(threading.Thread):
@@ -151,23 +158,33 @@ class Scheduler(threading.Thread):
 
     def run(self) -> None:
         started = time.time()
-        due = {i: started + e.start_delay_seconds for i, e in enumerate(self.config.schedule)}
+        due = {i: started + _seconds(e.start_delay_seconds) for i, e in enumerate(self.config.schedule)}
         while due and not self.stop_event.is_set():
-            index = min(due, key=due.get)
-            if self.stop_event.wait(max(0.0, due[index] - time.time())):
-                return
+            index = min(due, key=lambda i: due[i])
+            delay = due[index] - time.time()
+            if delay > 0:  # waits are capped, so a far-off date never overflows the wait
+                if self.stop_event.wait(min(delay, MAX_WAIT_SECONDS)):
+                    return
+                continue
             entry = self.config.schedule[index]
             cycle_start = time.time()
-            self._cycle(entry)
-            if entry.every_seconds:
-                due[index] = max(cycle_start + entry.every_seconds, time.time())
+            try:
+                self._cycle(entry)
+            except Exception:  # noqa: BLE001 - one bad entry must not stop the schedule
+                log.exception("schedule entry %s on %s failed", entry.job, entry.target)
+            if _seconds(entry.every_seconds):
+                due[index] = max(cycle_start + _seconds(entry.every_seconds), time.time())
             else:
                 del due[index]
 
     def _cycle(self, entry: ScheduleEntry) -> None:
-        target = self.config.target(entry.target)
+        try:
+            target = self.config.target(entry.target)
+        except Exception as exc:  # noqa: BLE001 - named in the log, the other entries go on
+            log.error("schedule %s on %s: %s", entry.job, entry.target, exc)
+            return
         for i in range(entry.repeat):
-            if i and self.stop_event.wait(entry.idle_seconds):
+            if i and self.stop_event.wait(min(_seconds(entry.idle_seconds), MAX_WAIT_SECONDS)):
                 return
             try:
                 outcome = self.runner.run(entry.job, target, entry.env)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 from prometheus_client import CollectorRegistry, generate_latest
 
+from ..scanner import ScanLoop
 from ..store import Store
 from .exporter import ExporterCollector, ScrapeTimer
 from .fio import FioCollector
@@ -12,10 +15,11 @@ from .fio import FioCollector
 class Exposition:
     """What /metrics serves: fio results (per-job render cache) and the exporter's own health."""
 
-    def __init__(self, store: Store, timer: ScrapeTimer):
+    def __init__(self, store: Store, timer: ScrapeTimer, scan_loop: ScanLoop | None = None,
+                 scheduler: threading.Thread | None = None):
         self.fio = FioCollector(store)
         self.health = CollectorRegistry(auto_describe=False)
-        self.health.register(ExporterCollector(store, timer))
+        self.health.register(ExporterCollector(store, timer, scan_loop, scheduler))
 
     def render(self) -> bytes:
         return self.fio.render().encode() + generate_latest(self.health)

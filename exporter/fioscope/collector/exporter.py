@@ -12,15 +12,22 @@ Exposition::
     fioscope_result_files 3
     # TYPE fioscope_last_scan_timestamp_seconds gauge
     fioscope_last_scan_timestamp_seconds 1.79e+09
+    # TYPE fioscope_scan_interval_seconds gauge
+    fioscope_scan_interval_seconds 5
+    # TYPE fioscope_scheduler_running gauge
+    fioscope_scheduler_running 1            (only with a schedule)
     # TYPE fioscope_scrape_duration_seconds gauge
     fioscope_scrape_duration_seconds 0.0011
 """
 
 from __future__ import annotations
 
+import threading
+
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from .. import __version__
+from ..scanner import ScanLoop, effective_interval
 from ..store import Store
 
 
@@ -32,17 +39,25 @@ class ScrapeTimer:
 
 
 class ExporterCollector:
-    def __init__(self, store: Store, timer: ScrapeTimer):
+    def __init__(self, store: Store, timer: ScrapeTimer, scan_loop: ScanLoop | None = None,
+                 scheduler: threading.Thread | None = None):
         self.store = store
         self.timer = timer
+        self.scan_loop = scan_loop
+        self.scheduler = scheduler
 
     def collect(self):
         health = self.store.health()
-        yield GaugeMetricFamily("fioscope_up", "1 while the exporter serves.", value=1)
+        up = self.scan_loop is None or self.scan_loop.is_alive()
+        yield GaugeMetricFamily("fioscope_up", "1 while the exporter serves and its scan loop lives.", value=1 if up else 0)
         build = GaugeMetricFamily("fioscope_build_info", "fioscope version.", labels=["version"])
         build.add_metric([__version__], 1)
         yield build
-        yield CounterMetricFamily("fioscope_result_parse_errors", "Result files rejected (not fio JSON, truncated, unsupported fio version).", value=health["parse_errors"])
+        yield CounterMetricFamily("fioscope_result_parse_errors", "Result files rejected (not fio JSON, invalid values, truncated, special file, too large).", value=health["parse_errors"])
         yield GaugeMetricFamily("fioscope_result_files", "Result files published from the results directory.", value=health["result_files"])
         yield GaugeMetricFamily("fioscope_last_scan_timestamp_seconds", "Unix time of the last results-directory scan.", value=health["last_scan"])
+        interval = self.scan_loop.interval_seconds if self.scan_loop is not None else effective_interval(self.store.config.scan_interval_seconds)
+        yield GaugeMetricFamily("fioscope_scan_interval_seconds", "Interval between results-directory scans (as the scan loop uses it).", value=interval)
+        if self.scheduler is not None:
+            yield GaugeMetricFamily("fioscope_scheduler_running", "1 while the schedule thread lives.", value=1 if self.scheduler.is_alive() else 0)
         yield GaugeMetricFamily("fioscope_scrape_duration_seconds", "Time the previous /metrics render took.", value=self.timer.last_seconds)

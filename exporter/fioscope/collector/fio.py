@@ -3,7 +3,8 @@
 Exposition (one job ``etcd-wal`` that wrote and fdatasync'ed)::
 
     # TYPE fio_iops gauge
-    fio_iops{ddir="write",jobname="etcd-wal"} 5490.96
+    fio_iops{ddir="write",device="vda",hostname="",jobname="etcd-wal",target="etcd"} 5490.96
+    (every per-job series carries target, device, hostname and jobname; below only jobname is shown)
     # TYPE fio_bandwidth_bytes_per_second gauge
     fio_bandwidth_bytes_per_second{ddir="write",jobname="etcd-wal"} 1.2629216e+07
     # TYPE fio_run_io_bytes gauge
@@ -46,27 +47,29 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from ..histogram import BUCKET_BOUNDS
-from ..store import HistogramState, JobState, Store
+from ..store import HistKey, HistogramState, JobKey, JobState, Store
 
 _LE = [repr(b) for b in BUCKET_BOUNDS] + ["+Inf"]
-_INFO_LABELS = ["jobname", "target", "rw", "bs", "iodepth", "numjobs", "ioengine", "fio_version"]
+# where the series was measured (docs/contracts.md section 1): on every per-job series
+_ID = ["target", "device", "hostname", "jobname"]
+_INFO_LABELS = [*_ID, "rw", "bs", "iodepth", "numjobs", "ioengine", "fio_version"]
 
 # (name, type, help, labels): the order of families in the exposition
 FAMILIES = [
-    ("fio_iops", "gauge", "I/O operations per second of the last finished run, or over the last status interval while the job runs.", ["jobname", "ddir"]),
-    ("fio_bandwidth_bytes_per_second", "gauge", "Bandwidth of the last finished run, or over the last status interval while the job runs.", ["jobname", "ddir"]),
-    ("fio_run_io_bytes", "gauge", "Bytes transferred by the last (or running) run.", ["jobname", "ddir"]),
-    ("fio_run_latency_seconds", "summary", "fio's own latency percentiles of the last (or running) run; _count is fio's N, _sum is mean x N.", ["jobname", "ddir", "stage"]),
-    ("fio_latency_seconds", "histogram", "Latency of every I/O of every run since the results were first published (from fio json+ bins).", ["jobname", "ddir", "stage"]),
-    ("fio_run_running", "gauge", "1 while fio runs this job.", ["jobname"]),
-    ("fio_run_start_timestamp_seconds", "gauge", "Unix time the last (or running) run started.", ["jobname"]),
-    ("fio_run_end_timestamp_seconds", "gauge", "Unix time the last run ended.", ["jobname"]),
-    ("fio_run_duration_seconds", "gauge", "fio's job_runtime of the last finished run.", ["jobname"]),
-    ("fio_runs", "counter", "Finished runs (successful or not) since the results were first published.", ["jobname"]),
-    ("fio_run_failures", "counter", "Runs in which fio failed (error exit, job error, no report).", ["jobname"]),
+    ("fio_iops", "gauge", "I/O operations per second of the last finished run, or over the last status interval while the job runs.", [*_ID, "ddir"]),
+    ("fio_bandwidth_bytes_per_second", "gauge", "Bandwidth of the last finished run, or over the last status interval while the job runs.", [*_ID, "ddir"]),
+    ("fio_run_io_bytes", "gauge", "Bytes transferred by the last (or running) run.", [*_ID, "ddir"]),
+    ("fio_run_latency_seconds", "summary", "fio's own latency percentiles of the last (or running) run; _count is fio's N, _sum is mean x N.", [*_ID, "ddir", "stage"]),
+    ("fio_latency_seconds", "histogram", "Latency of every I/O of every run since the results were first published (from fio json+ bins).", [*_ID, "ddir", "stage"]),
+    ("fio_run_running", "gauge", "1 while fio runs this job.", _ID),
+    ("fio_run_start_timestamp_seconds", "gauge", "Unix time the last (or running) run started.", _ID),
+    ("fio_run_end_timestamp_seconds", "gauge", "Unix time the last run ended.", _ID),
+    ("fio_run_duration_seconds", "gauge", "fio's job_runtime of the last finished run.", _ID),
+    ("fio_runs", "counter", "Finished runs (successful or not) since the results were first published.", _ID),
+    ("fio_run_failures", "counter", "Runs in which fio failed (error exit, job error, no report, interrupted).", _ID),
     ("fio_run_info", "gauge", "Parameters of the last finished run.", _INFO_LABELS),
-    ("fio_promised_iops", "gauge", "IOPS the target's declared limits promise for this job's block size and read/write mix.", ["jobname"]),
-    ("fio_sla_latency_seconds", "gauge", "Latency SLA declared for the job's target.", ["jobname"]),
+    ("fio_promised_iops", "gauge", "IOPS the target's declared limits promise for this job's block size and read/write mix.", _ID),
+    ("fio_sla_latency_seconds", "gauge", "Latency SLA declared for the job's target.", _ID),
 ]
 _CLASSES = {"gauge": GaugeMetricFamily, "counter": CounterMetricFamily, "summary": SummaryMetricFamily, "histogram": HistogramMetricFamily}
 
@@ -75,45 +78,45 @@ def _families() -> dict[str, Metric]:
     return {name: _CLASSES[kind](name, help_text, labels=labels) for name, kind, help_text, labels in FAMILIES}
 
 
-def job_families(name: str, state: JobState, hists: dict[tuple[str, str, str], HistogramState]) -> dict[str, Metric]:
-    """Fresh families holding one job's samples."""
+def job_families(key: JobKey, state: JobState, hists: dict[HistKey, HistogramState]) -> dict[str, Metric]:
+    """Fresh families holding one job's samples; ``hists`` are this job's histograms only."""
+    target, jobname, hostname = key
+    ident = [target, state.device, hostname, jobname]
     f = _families()
-    f["fio_run_running"].add_metric([name], 1.0 if state.running else 0.0)
-    f["fio_runs"].add_metric([name], state.runs)
-    f["fio_run_failures"].add_metric([name], state.failures)
+    f["fio_run_running"].add_metric(ident, 1.0 if state.running else 0.0)
+    f["fio_runs"].add_metric(ident, state.runs)
+    f["fio_run_failures"].add_metric(ident, state.failures)
     if state.start_timestamp:
-        f["fio_run_start_timestamp_seconds"].add_metric([name], state.start_timestamp)
+        f["fio_run_start_timestamp_seconds"].add_metric(ident, state.start_timestamp)
     if state.end_timestamp:
-        f["fio_run_end_timestamp_seconds"].add_metric([name], state.end_timestamp)
+        f["fio_run_end_timestamp_seconds"].add_metric(ident, state.end_timestamp)
     last = state.last
     job = state.live or (last.job if last else None)
     if job is not None:
         for ddir, direction in sorted(job.directions.items()):
             if ddir != "sync":
-                f["fio_iops"].add_metric([name, ddir], direction.iops)
-                f["fio_bandwidth_bytes_per_second"].add_metric([name, ddir], direction.bandwidth_bytes)
-                f["fio_run_io_bytes"].add_metric([name, ddir], direction.io_bytes)
+                f["fio_iops"].add_metric([*ident, ddir], direction.iops)
+                f["fio_bandwidth_bytes_per_second"].add_metric([*ident, ddir], direction.bandwidth_bytes)
+                f["fio_run_io_bytes"].add_metric([*ident, ddir], direction.io_bytes)
             for stage, lat in sorted(direction.latencies.items()):
                 quantiles = sorted(lat.percentiles.items(), key=lambda kv: float(kv[0]))
-                _add_summary(f["fio_run_latency_seconds"], [name, ddir, stage], lat.count, lat.sum_seconds, quantiles)
+                _add_summary(f["fio_run_latency_seconds"], [*ident, ddir, stage], lat.count, lat.sum_seconds, quantiles)
     if last is not None:
         opts = last.job.options
-        f["fio_run_duration_seconds"].add_metric([name], last.job.runtime_seconds)
-        f["fio_run_info"].add_metric([name, last.target, opts.get("rw", opts.get("readwrite", "read")), opts.get("bs", "4k"),
+        f["fio_run_duration_seconds"].add_metric(ident, last.job.runtime_seconds)
+        f["fio_run_info"].add_metric([*ident, opts.get("rw", opts.get("readwrite", "read")), opts.get("bs", "4k"),
                                       opts.get("iodepth", "1"), opts.get("numjobs", "1"), opts.get("ioengine", "psync"),
                                       last.fio_version], 1.0)
         if last.promised_iops:
-            f["fio_promised_iops"].add_metric([name], last.promised_iops)
+            f["fio_promised_iops"].add_metric(ident, last.promised_iops)
         if last.sla_latency_seconds:
-            f["fio_sla_latency_seconds"].add_metric([name], last.sla_latency_seconds)
-    for (jobname, ddir, stage), hist in sorted(hists.items()):
-        if jobname != name:
-            continue
+            f["fio_sla_latency_seconds"].add_metric(ident, last.sla_latency_seconds)
+    for (ddir, stage), hist in sorted(hists.items()):
         cumulative, buckets = 0, []
         for le, n in zip(_LE, hist.buckets):
             cumulative += n
             buckets.append((le, cumulative))
-        f["fio_latency_seconds"].add_metric([name, ddir, stage], buckets, hist.sum_seconds)
+        f["fio_latency_seconds"].add_metric([*ident, ddir, stage], buckets, hist.sum_seconds)
     return f
 
 
@@ -141,30 +144,31 @@ def sample_lines(family: Metric) -> str:
 class FioCollector:
     def __init__(self, store: Store):
         self.store = store
-        self._cache: dict[str, tuple[int, dict[str, str]]] = {}  # jobname -> (version, family -> text)
+        self._cache: dict[JobKey, tuple[int, dict[str, str]]] = {}  # job key -> (version, family -> text)
         self._lock = threading.Lock()
 
     def collect(self):
         jobs, hists = self.store.snapshot()
         merged = _families()
-        for name, state in sorted(jobs.items()):
-            for fname, family in job_families(name, state, hists).items():
+        for key, state in sorted(jobs.items()):
+            for fname, family in job_families(key, state, hists.get(key, {})).items():
                 merged[fname].samples.extend(family.samples)
         yield from merged.values()
 
     def render(self) -> str:
         with self._lock:  # concurrent scrapes share one cache
-            versions = {name: version for name, (version, _) in self._cache.items()}
+            versions = {key: version for key, (version, _) in self._cache.items()}
             jobs, hists = self.store.snapshot(unchanged=versions)
-            for name, state in jobs.items():
-                if versions.get(name) != state.version:
-                    families = job_families(name, state, hists)
-                    self._cache[name] = (state.version, {fname: sample_lines(f) for fname, f in families.items()})
-            for name in set(self._cache) - set(jobs):
-                del self._cache[name]
+            for key, state in jobs.items():
+                if versions.get(key) != state.version:
+                    families = job_families(key, state, hists.get(key, {}))
+                    self._cache[key] = (state.version, {fname: sample_lines(f) for fname, f in families.items()})
+            for key in set(self._cache) - set(jobs):
+                del self._cache[key]
+            order = sorted(jobs)
             parts = []
             for fname, kind, help_text, _ in FAMILIES:
                 exposed = fname + "_total" if kind == "counter" else fname  # as generate_latest names counters
                 parts.append(f"# HELP {exposed} {help_text}\n# TYPE {exposed} {kind}\n")
-                parts.extend(self._cache[name][1][fname] for name in sorted(jobs))
+                parts.extend(self._cache[key][1][fname] for key in order)
             return "".join(parts)
