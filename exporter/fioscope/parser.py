@@ -229,25 +229,25 @@ def _parse_latency(raw: dict, total_ios: int, where: str) -> Latency | None:
         if not (isinstance(key, str) and key.isdigit() and len(key) <= 16):
             raise ParseError(f"{where}.bins: key {key[:40]!r} is not a latency in nanoseconds")
         bins[int(key)] = int(check_number(n, f"{where}.bins[{key}]", integer=True))
-    if "N" in raw:
-        count = int(check_number(raw["N"], f"{where}.N", integer=True))
-    elif bins:
-        count = sum(bins.values())
-    else:  # fio 3.0-3.17: no N
-        count = total_ios
-    if count <= 0:
-        return None  # the stage did not happen (e.g. slat of a sync engine); older fio leaves zeros
     percentiles = {}
     for key, value in check_mapping(raw.get("percentile") if raw.get("percentile") is not None else {}, f"{where}.percentile").items():
         percentiles[quantile_label(key)] = check_number(value, f"{where}.percentile[{key}]") / 1e9
-    return Latency(
-        count=count,
+    lat = Latency(
+        count=0,
         mean_seconds=_number(raw, "mean", where) / 1e9,
         min_seconds=_number(raw, "min", where) / 1e9,
         max_seconds=_number(raw, "max", where) / 1e9,
         percentiles=percentiles,
         bins_ns=bins,
     )
+    if "N" in raw:
+        lat.count = int(check_number(raw["N"], f"{where}.N", integer=True))
+    elif bins:
+        lat.count = sum(bins.values())
+    else:  # fio 3.0-3.17: no N
+        lat.count = total_ios
+    # a stage that did not happen (e.g. slat of a sync engine) is left out; older fio leaves zeros
+    return lat if lat.count > 0 else None
 
 
 def quantile_label(percent: str) -> str:
