@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import random
+
 import pytest
 
 from fioscope.config import Limits
 from fioscope.histogram import BUCKET_BOUNDS, bucket_counts
-from fioscope.parser import parse_file
+from fioscope.parser import parse_file, percentile_from_bins
 from fioscope.promised import fio_size_bytes, promised_iops, write_share
 from conftest import FIO_OUTPUTS
 
@@ -48,13 +51,79 @@ def test_write_share():
     assert write_share({"rw": "rw"}) == 0.5
 
 
-def test_buckets_resolve_ten_ms_within_ten_percent():
+def histogram_quantile(q: float, bounds, counts) -> float:
+    """Prometheus' bucketQuantile (promql/quantile.go) over per-bucket ``counts`` (last: +Inf)."""
+    cumulative, total = [], 0
+    for n in counts:
+        total += n
+        cumulative.append(total)
+    if total == 0:
+        return math.nan
+    rank = q * total
+    b = next(i for i, c in enumerate(cumulative[:-1] + [math.inf]) if c >= rank)
+    if b == len(cumulative) - 1:
+        return bounds[-1]
+    start, end, count = 0.0, bounds[b], cumulative[b]
+    if b > 0:
+        start = bounds[b - 1]
+        count -= cumulative[b - 1]
+        rank -= cumulative[b - 1]
+    return start + (end - start) * (rank / count)
+
+
+def fio_bin_value(index: int) -> int:
+    """fio's plat_idx_to_val (stat.c): the value fio writes for a json+ bin, in ns."""
+    if index < 128:
+        return index
+    error_bits = (index >> 6) - 1
+    return int((1 << (error_bits + 6)) + ((index % 64) + 0.5) * (1 << error_bits))
+
+
+def fio_bin_index(value_ns: int) -> int:
+    """fio's plat_val_to_idx."""
+    msb = value_ns.bit_length() - 1 if value_ns else 0
+    if msb <= 6:
+        return value_ns
+    error_bits = msb - 6
+    return (error_bits + 1) * 64 + ((value_ns >> error_bits) & 63)
+
+
+def test_bucket_layout_and_cost():
     bounds = list(BUCKET_BOUNDS)
-    assert bounds == sorted(bounds)
+    assert bounds == sorted(bounds) and 0.010 in bounds and 0.025 in bounds
     for lower, upper in zip(bounds, bounds[1:]):
-        if 0.005 <= lower < 0.030:
-            assert (upper - lower) / lower <= 0.10 + 1e-9, (lower, upper)
-    assert 0.010 in bounds and 0.025 in bounds
+        if 19e-6 <= lower < 5.0:
+            assert upper / lower <= 1.0 + 0.0915, (lower, upper)
+    assert len(bounds) + 3 <= 160  # series per (target, job, hostname, ddir, stage): buckets, +Inf, _sum, _count
+
+
+@pytest.mark.parametrize("median", [30e-6, 50e-6, 120e-6, 430e-6, 1.1e-3, 4e-3, 9.7e-3, 10.4e-3, 24e-3, 26e-3, 80e-3, 300e-3, 1.2, 2.0])
+def test_histogram_p99_within_ten_percent_of_fio(median):
+    """fio bins of a log-normal latency spread around ``median``: histogram_quantile's p99 vs fio's own p99."""
+    rng = random.Random(int(median * 1e9))
+    bins: dict[int, int] = {}
+    for _ in range(20000):
+        value = int(rng.lognormvariate(math.log(median * 1e9), 0.3))
+        bin_value = fio_bin_value(fio_bin_index(value))
+        bins[bin_value] = bins.get(bin_value, 0) + 1
+    for q in (0.5, 0.99, 0.999):
+        fio = percentile_from_bins(bins, q) / 1e9
+        ours = histogram_quantile(q, BUCKET_BOUNDS, bucket_counts(bins))
+        assert abs(ours - fio) / fio <= 0.10, (q, fio, ours)
+
+
+@pytest.mark.parametrize("version", ["fio-3.33", "fio-3.42"])
+@pytest.mark.parametrize("name", ["etcd.json+", "lat_percentiles.json+"])
+def test_histogram_p99_of_real_fio_output(version, name):
+    [run] = parse_file(FIO_OUTPUTS / version / name)
+    checked = 0
+    for direction in run.jobs[0].directions.values():
+        for lat in direction.latencies.values():
+            if lat.bins_ns and "0.99" in lat.percentiles:
+                ours = histogram_quantile(0.99, BUCKET_BOUNDS, bucket_counts(lat.bins_ns))
+                assert abs(ours - lat.percentiles["0.99"]) / lat.percentiles["0.99"] <= 0.10
+                checked += 1
+    assert checked
 
 
 def test_bins_land_in_buckets():
