@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import FIO_OUTPUTS, FIXTURES, parse_exposition, promtool_check_metrics, require, wait_for
 from fioscope.blockdev import device_for_path
 from fioscope.histogram import BUCKET_BOUNDS
@@ -270,12 +269,11 @@ def test_run_reports_fio_failure(tmp_path):
 
 def test_fast_render_equals_client_python_encoder(tmp_path):
     """/metrics' cached renderer must write exactly what generate_latest writes for the same families."""
-    from prometheus_client import CollectorRegistry, generate_latest
-
     from fioscope.collector import Exposition
     from fioscope.collector.exporter import ScrapeTimer
     from fioscope.config import load_config
     from fioscope.store import Store
+    from prometheus_client import CollectorRegistry, generate_latest
 
     for version in ("fio-3.33", "fio-3.42"):
         for path in (FIO_OUTPUTS / version).iterdir():

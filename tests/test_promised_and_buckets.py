@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
 import pytest
-
+from conftest import FIO_OUTPUTS
 from fioscope.config import Limits
 from fioscope.histogram import BUCKET_BOUNDS, bucket_counts
 from fioscope.parser import parse_file, percentile_from_bins
 from fioscope.promised import fio_size_bytes, promised_iops, write_share
-from conftest import FIO_OUTPUTS
 
 
 def test_iops_and_bandwidth_combine_per_direction():
@@ -91,7 +91,7 @@ def fio_bin_index(value_ns: int) -> int:
 def test_bucket_layout_and_cost():
     bounds = list(BUCKET_BOUNDS)
     assert bounds == sorted(bounds) and 0.010 in bounds and 0.025 in bounds
-    for lower, upper in zip(bounds, bounds[1:]):
+    for lower, upper in itertools.pairwise(bounds):
         if 19e-6 <= lower < 5.0:
             assert upper / lower <= 1.0 + 0.0915, (lower, upper)
     assert len(bounds) + 3 <= 160  # series per (target, job, hostname, ddir, stage): buckets, +Inf, _sum, _count

@@ -337,7 +337,7 @@ class DocumentStream:
 
     def feed(self, text: str) -> list[RunResult]:
         self._buffer += text
-        runs = []
+        runs: list[RunResult] = []
         # fio closes each document with "}" at the start of a line: decode only then,
         # not on every line of a large json+ report
         if not (text.startswith("}") or "\n}" in text):

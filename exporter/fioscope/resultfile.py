@@ -55,7 +55,7 @@ def check_text(value, where: str, limit: int = MAX_TEXT_CHARS) -> str:
         raise ResultFileError(f"{where}: text longer than {limit} characters")
     bad = _UNPRINTABLE.search(value)
     if bad:
-        raise ResultFileError(f"{where}: contains control character or lone surrogate {ascii(bad.group())}")
+        raise ResultFileError(f"{where}: contains control character or lone surrogate {bad.group()!a}")
     return value
 
 
@@ -155,7 +155,8 @@ class Annotation:
         if "tags" in data:
             for key, value in check_mapping(data["tags"], f"{where}.tags").items():
                 tags[check_label(key, f"{where}.tags key")] = check_text(value, f"{where}.tags.{key}")
-        return cls(directory=directory, limits=limits, sla_latency_seconds=sla, failed=failed, tags=tags, **text)
+        return cls(target=text.get("target", ""), device=text.get("device", ""), profile=text.get("profile", ""),
+                   directory=directory, limits=limits, sla_latency_seconds=sla, failed=failed, tags=tags)
 
 
 @dataclass(frozen=True)
@@ -266,7 +267,7 @@ def _writer_alive(data: dict) -> bool:
 
 def recover_interrupted(results_dir: Path) -> list[Path]:
     """Turn markers of runs whose fioscope died into failure records; returns the records written."""
-    written = []
+    written: list[Path] = []
     try:
         markers = [p for p in results_dir.iterdir() if p.name.endswith(RUNNING_SUFFIX)]
     except OSError:

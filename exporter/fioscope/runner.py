@@ -98,8 +98,9 @@ class Runner:
             outcome.message = f"cannot start {self.config.fio_binary}: {getattr(exc, 'strerror', None) or exc}"
             return outcome
         process = self._process
+        assert process.stdout is not None and process.stderr is not None  # both are pipes
         stderr_lines: list[str] = []
-        reader = threading.Thread(target=lambda: stderr_lines.extend(process.stderr), daemon=True)
+        reader = threading.Thread(target=lambda: stderr_lines.extend(process.stderr or ()), daemon=True)
         reader.start()
         stream = DocumentStream(source=str(jobfile.path))
         try:
@@ -170,7 +171,7 @@ class Scheduler(threading.Thread):
             cycle_start = time.time()
             try:
                 self._cycle(entry)
-            except Exception:  # noqa: BLE001 - one bad entry must not stop the schedule
+            except Exception:  # one bad entry must not stop the schedule
                 log.exception("schedule entry %s on %s failed", entry.job, entry.target)
             if _seconds(entry.every_seconds):
                 due[index] = max(cycle_start + _seconds(entry.every_seconds), time.time())
@@ -188,7 +189,7 @@ class Scheduler(threading.Thread):
                 return
             try:
                 outcome = self.runner.run(entry.job, target, entry.env)
-            except Exception as exc:  # a bad job must not stop the schedule or the server
+            except Exception as exc:  # noqa: BLE001 - a bad job must not stop the schedule or the server
                 log.error("schedule %s on %s: %s", entry.job, entry.target, exc)
                 return
             if outcome.ok:

@@ -45,5 +45,5 @@ class ScanLoop(threading.Thread):
         while not self.stop_event.wait(self.interval_seconds):
             try:
                 self.store.scan()
-            except Exception:  # noqa: BLE001 - Store.scan contains per-file errors; this is the last line
+            except Exception:  # Store.scan contains per-file errors; this is the last line
                 log.exception("scan of %s failed", self.store.config.results_dir)

@@ -35,6 +35,7 @@ with histograms are ~25k samples, which client_python's encoder needs ~0.5 s for
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -74,11 +75,11 @@ FAMILIES = [
 _CLASSES = {"gauge": GaugeMetricFamily, "counter": CounterMetricFamily, "summary": SummaryMetricFamily, "histogram": HistogramMetricFamily}
 
 
-def _families() -> dict[str, Metric]:
+def _families() -> dict[str, Any]:  # the concrete *MetricFamily classes, each with its own add_metric
     return {name: _CLASSES[kind](name, help_text, labels=labels) for name, kind, help_text, labels in FAMILIES}
 
 
-def job_families(key: JobKey, state: JobState, hists: dict[HistKey, HistogramState]) -> dict[str, Metric]:
+def job_families(key: JobKey, state: JobState, hists: dict[HistKey, HistogramState]) -> dict[str, Any]:
     """Fresh families holding one job's samples; ``hists`` are this job's histograms only."""
     target, jobname, hostname = key
     ident = [target, state.device, hostname, jobname]
