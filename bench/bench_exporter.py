@@ -5,9 +5,13 @@
    fioscope_scrape_duration_seconds and at the client) and RSS, with 1 and with
    100 jobs' results including json+ histograms.
 2. Exporter CPU share while fio runs with a 1 s status interval.
+3. First render after startup (every job rendered, nothing cached) at 500 / 1 000 / 2 000 /
+   5 000 jobs, each with write slat/clat/lat json+ histograms (issue 8: linear in jobs).
+4. Startup time (process start to the first /metrics answer) and RSS for a results
+   directory of 10 000 result files.
 
 Targets (issue 2): 1 job <= 2 ms median, 100 jobs < 50 ms, RSS <= 40 MiB, CPU < 3 % of a core.
-Usage: python3 bench/bench_exporter.py [--fio-seconds 30]
+Usage: python3 bench/bench_exporter.py [--fio-seconds 30] [--only first-render,startup,scrape,cpu]
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ def start(args: list[str]) -> tuple[subprocess.Popen, int]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "fioscope", "serve", "--web.listen-address", f"127.0.0.1:{port}", *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(lambda: get(f"http://127.0.0.1:{port}/-/healthy"), 15)
+    wait_for(lambda: get(f"http://127.0.0.1:{port}/-/healthy"), 300)
     return proc, port
 
 
@@ -62,7 +66,9 @@ def make_results(directory: Path, jobs: int) -> None:
         for kind, doc in (("rw", lat), ("etcd", etcd)):
             doc = json.loads(json.dumps(doc))
             doc["jobs"][0]["jobname"] = f"bench-{kind}-{i:03d}"
-            (directory / f"bench-{kind}-{i:03d}.json").write_text(json.dumps(doc))
+            path = directory / f"bench-{kind}-{i:03d}.json"
+            path.write_text(json.dumps(doc))
+            os.utime(path, (time.time() - 3600,) * 2)  # dropped in a while ago: past the store's settle time
 
 
 def scrape_figures(jobs: int) -> None:
@@ -119,13 +125,66 @@ schedule:
             proc.wait()
 
 
+def write_jobs(directory: Path, jobs: int) -> None:
+    """``jobs`` result files, one job each (randwrite json+: slat, clat and lat histograms), aged past the settle time."""
+    text = (CORPUS / "lat_percentiles.json+").read_text()
+    old = time.time() - 3600
+    for i in range(jobs):
+        path = directory / f"job-{i:05d}.json"
+        path.write_text(text.replace('"jobname" : "randwrite-pct"', f'"jobname" : "job-{i:05d}"', 1))
+        os.utime(path, (old, old))
+
+
+def first_render(jobs: int) -> None:
+    from fioscope.collector import Exposition
+    from fioscope.collector.exporter import ScrapeTimer
+    from fioscope.config import load_config
+    from fioscope.store import Store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_jobs(Path(tmp), jobs)
+        store = Store(load_config(None, tmp))
+        t0, c0 = time.perf_counter(), time.process_time()
+        store.scan()
+        t1, c1 = time.perf_counter(), time.process_time()
+        body = Exposition(store, ScrapeTimer()).render()
+        t2, c2 = time.perf_counter(), time.process_time()
+        # CPU seconds too: on a shared machine wall time also measures the neighbours
+        print(f"{jobs:5d} jobs: scan {t1 - t0:6.2f} s (CPU {c1 - c0:6.2f} s) | first render {t2 - t1:6.2f} s (CPU {c2 - c1:6.2f} s) "
+              f"| {body.count(b'\n')} lines, {len(body) / 2**20:.1f} MiB")
+
+
+def startup(files: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        write_jobs(Path(tmp), files)
+        t0 = time.perf_counter()
+        proc, port = start(["--results.dir", tmp])
+        try:
+            body = get(f"http://127.0.0.1:{port}/metrics")
+            t1 = time.perf_counter()
+            print(f"startup with {files} result files: {t1 - t0:.1f} s to the first /metrics ({len(body) / 2**20:.1f} MiB) | "
+                  f"RSS {rss_mib(proc.pid):.0f} MiB")
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fio-seconds", type=int, default=30)
+    parser.add_argument("--only", default="scrape,cpu,first-render,startup")
     args = parser.parse_args()
-    for jobs in (1, 100):
-        scrape_figures(jobs)
-    cpu_during_fio(args.fio_seconds)
+    only = set(args.only.split(","))
+    if "scrape" in only:
+        for jobs in (1, 100):
+            scrape_figures(jobs)
+    if "cpu" in only:
+        cpu_during_fio(args.fio_seconds)
+    if "first-render" in only:
+        for jobs in (500, 1000, 2000, 5000):
+            first_render(jobs)
+    if "startup" in only:
+        startup(10_000)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ from ..histogram import BUCKET_BOUNDS
 from ..store import HistKey, HistogramState, JobKey, JobState, Store
 
 _LE = [repr(b) for b in BUCKET_BOUNDS] + ["+Inf"]
+_LE_LABELS = [f'le="{le}"' for le in _LE]
 # where the series was measured (docs/contracts.md section 1): on every per-job series
 _ID = ["target", "device", "hostname", "jobname"]
 _INFO_LABELS = [*_ID, "rw", "bs", "iodepth", "numjobs", "ioengine", "fio_version"]
@@ -142,6 +143,27 @@ def sample_lines(family: Metric) -> str:
     return "".join(out)
 
 
+def histogram_lines(key: JobKey, device: str, hists: dict[HistKey, HistogramState]) -> str:
+    """The text of one job's ``fio_latency_seconds``, exactly as sample_lines writes it, without Sample objects.
+
+    Histograms are most of /metrics (155 lines each): one label prefix per histogram and
+    precomputed ``le`` strings keep the first render after startup at ~1 us per line.
+    """
+    target, jobname, hostname = key
+    ident = f'device="{_escape(device)}",hostname="{_escape(hostname)}",jobname="{_escape(jobname)}"'
+    out = []
+    for (ddir, stage), hist in sorted(hists.items()):
+        head = f'{{ddir="{_escape(ddir)}",{ident},'
+        tail = f',stage="{_escape(stage)}",target="{_escape(target)}"}} '
+        cumulative = 0
+        for le, n in zip(_LE_LABELS, hist.buckets):
+            cumulative += n
+            out.append(f"fio_latency_seconds_bucket{head}{le}{tail}{floatToGoString(cumulative)}\n")
+        out.append(f"fio_latency_seconds_count{head[:-1]}{tail}{floatToGoString(cumulative)}\n")
+        out.append(f"fio_latency_seconds_sum{head[:-1]}{tail}{floatToGoString(hist.sum_seconds)}\n")
+    return "".join(out)
+
+
 class FioCollector:
     def __init__(self, store: Store):
         self.store = store
@@ -162,8 +184,9 @@ class FioCollector:
             jobs, hists = self.store.snapshot(unchanged=versions)
             for key, state in jobs.items():
                 if versions.get(key) != state.version:
-                    families = job_families(key, state, hists.get(key, {}))
-                    self._cache[key] = (state.version, {fname: sample_lines(f) for fname, f in families.items()})
+                    text = {fname: sample_lines(f) for fname, f in job_families(key, state, {}).items()}
+                    text["fio_latency_seconds"] = histogram_lines(key, state.device, hists.get(key, {}))
+                    self._cache[key] = (state.version, text)
             for key in set(self._cache) - set(jobs):
                 del self._cache[key]
             order = sorted(jobs)
