@@ -8,7 +8,7 @@
 3. First render after startup (every job rendered, nothing cached) at 500 / 1 000 / 2 000 /
    5 000 jobs, each with write slat/clat/lat json+ histograms (issue 8: linear in jobs).
 4. Startup time (process start to the first /metrics answer) and RSS for a results
-   directory of 10 000 result files.
+   directory of 10 000 result files (runs of 100 jobs).
 
 Targets (issue 2): 1 job <= 2 ms median, 100 jobs < 50 ms, RSS <= 40 MiB, CPU < 3 % of a core.
 Usage: python3 bench/bench_exporter.py [--fio-seconds 30] [--only first-render,startup,scrape,cpu]
@@ -33,8 +33,8 @@ sys.path.insert(0, str(REPO / "tests"))
 from conftest import free_port, wait_for  # noqa: E402
 
 
-def get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=10) as r:
+def get(url: str, timeout: float = 10) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
         return r.read()
 
 
@@ -125,14 +125,21 @@ schedule:
             proc.wait()
 
 
-def write_jobs(directory: Path, jobs: int) -> None:
-    """``jobs`` result files, one job each (randwrite json+: slat, clat and lat histograms), aged past the settle time."""
+def write_jobs(directory: Path, files: int, jobs: int | None = None) -> None:
+    """``files`` result files (randwrite json+: slat, clat and lat histograms) of ``jobs`` distinct jobs
+    (default: one job per file), each its own run, aged past the settle time."""
     text = (CORPUS / "lat_percentiles.json+").read_text()
+    stamp = '"timestamp_ms" : ' + text.split('"timestamp_ms" : ', 1)[1].split(",", 1)[0]
     old = time.time() - 3600
-    for i in range(jobs):
-        path = directory / f"job-{i:05d}.json"
-        path.write_text(text.replace('"jobname" : "randwrite-pct"', f'"jobname" : "job-{i:05d}"', 1))
+    for i in range(files):
+        path = directory / f"run-{i:05d}.json"
+        job = i % (jobs or files)
+        path.write_text(text.replace('"jobname" : "randwrite-pct"', f'"jobname" : "job-{job:05d}"', 1)
+                        .replace(stamp, f'"timestamp_ms" : {1700000000000 + i * 1000}', 1))
         os.utime(path, (old, old))
+
+
+NEWLINE = b"\n"
 
 
 def first_render(jobs: int) -> None:
@@ -151,18 +158,18 @@ def first_render(jobs: int) -> None:
         t2, c2 = time.perf_counter(), time.process_time()
         # CPU seconds too: on a shared machine wall time also measures the neighbours
         print(f"{jobs:5d} jobs: scan {t1 - t0:6.2f} s (CPU {c1 - c0:6.2f} s) | first render {t2 - t1:6.2f} s (CPU {c2 - c1:6.2f} s) "
-              f"| {body.count(b'\n')} lines, {len(body) / 2**20:.1f} MiB")
+              f"| {body.count(NEWLINE)} lines, {len(body) / 2**20:.1f} MiB")
 
 
-def startup(files: int) -> None:
+def startup(files: int, jobs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        write_jobs(Path(tmp), files)
+        write_jobs(Path(tmp), files, jobs)
         t0 = time.perf_counter()
         proc, port = start(["--results.dir", tmp])
         try:
-            body = get(f"http://127.0.0.1:{port}/metrics")
+            body = get(f"http://127.0.0.1:{port}/metrics", timeout=300)
             t1 = time.perf_counter()
-            print(f"startup with {files} result files: {t1 - t0:.1f} s to the first /metrics ({len(body) / 2**20:.1f} MiB) | "
+            print(f"startup with {files} result files of {jobs} jobs: {t1 - t0:.1f} s to the first /metrics ({len(body) / 2**20:.1f} MiB) | "
                   f"RSS {rss_mib(proc.pid):.0f} MiB")
         finally:
             proc.terminate()
@@ -184,7 +191,7 @@ def main() -> None:
         for jobs in (500, 1000, 2000, 5000):
             first_render(jobs)
     if "startup" in only:
-        startup(10_000)
+        startup(10_000, 100)  # months of scheduled runs: many files, a bounded set of jobs
 
 
 if __name__ == "__main__":

@@ -1,0 +1,49 @@
+"""Fault campaign items that need the whole stack (root, lab disks): run with -m e2e under flock /tmp/fioscope-lab.lock."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from conftest import wait_for
+from stack_helpers import require_root_lab
+from test_e2e import lab_stack
+
+pytestmark = pytest.mark.e2e
+
+
+def test_prometheus_restarted_during_a_run(tmp_path):
+    """Prometheus goes away in the middle of a capped run: the run window and the throttling alert still appear."""
+    require_root_lab()
+    env = {"READ_IOPS": "7000", "WRITE_IOPS": "3000", "RUNTIME": "80", "SIZE": "512m"}
+    disks = {"robust-prom": {"kind": "throttled", "limits": {"read_iops": 700, "write_iops": 300, "independent": True}}}
+    schedule = [{"job": "cloud-sla-70-30", "target": "robust-prom", "start_delay": "3s", "env": env}]
+    with lab_stack(tmp_path, disks, schedule) as (made, stack, webhook, prom):
+        device = made["robust-prom"].device_name
+        running = 'fio_run_running{jobname="cloud-sla-70-30",target="robust-prom"} == 1'
+        wait_for(lambda: prom.value(running), 30, what="the load to start")
+        time.sleep(5)
+        old = stack.procs["prometheus"]
+        old.terminate()
+        old.wait(30)
+        down_at = time.time()
+        time.sleep(10)
+        log = (stack.data_dir / "logs" / "prometheus.log").open("a")
+        stack.procs["prometheus"] = subprocess.Popen(stack.commands()["prometheus"], stdout=log, stderr=subprocess.STDOUT,
+                                                     cwd=stack.data_dir, start_new_session=True)
+        stack._wait_healthy("prometheus", 60)
+        fired = wait_for(lambda: webhook.first("FioscopeDiskThrottledUnderFioLoad", device=device), 150, interval=0.5,
+                         what="the throttling alert after Prometheus came back")
+        assert fired > down_at
+        wait_for(lambda: prom.value('fio_run_running{jobname="cloud-sla-70-30"} == 0'), 120, interval=1, what="the run to end")
+        labels = '{jobname="cloud-sla-70-30",target="robust-prom"}'
+        start = prom.value(f"fio_run_start_timestamp_seconds{labels}")
+        end = prom.value(f"fio_run_end_timestamp_seconds{labels}")
+        assert start and end and start < down_at < end  # the window spans the outage
+        assert 70 <= end - start <= 120
+        assert prom.value(f'max_over_time(ALERTS{{alertname="FioscopeDiskThrottledUnderFioLoad",device="{device}"}}[10m])') == 1
+        assert prom.value(f"fio_runs_total{labels}") == 1 and prom.value(f"fio_run_failures_total{labels}") == 0
+        print(f"\n[prometheus restart] down for 10 s during the run; alert at the webhook {fired - down_at:.0f} s after the outage began; "
+              f"run window {end - start:.0f} s")
