@@ -19,10 +19,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from test_promised_and_buckets import histogram_quantile  # noqa: E402
-
 from fioscope.histogram import BUCKET_BOUNDS, bucket_counts  # noqa: E402
 from fioscope.parser import parse_file  # noqa: E402
+from test_promised_and_buckets import histogram_quantile  # noqa: E402
 
 
 def main() -> None:

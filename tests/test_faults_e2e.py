@@ -6,7 +6,6 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import wait_for
 from stack_helpers import require_root_lab
 from test_e2e import lab_stack
@@ -37,7 +36,7 @@ def test_prometheus_restarted_during_a_run(tmp_path):
         fired = wait_for(lambda: webhook.first("FioscopeDiskThrottledUnderFioLoad", device=device), 150, interval=0.5,
                          what="the throttling alert after Prometheus came back")
         assert fired > down_at
-        wait_for(lambda: prom.value('fio_run_running{jobname="cloud-sla-70-30"} == 0'), 120, interval=1, what="the run to end")
+        wait_for(lambda: prom.query('fio_run_running{jobname="cloud-sla-70-30"} == 0'), 120, interval=1, what="the run to end")
         labels = '{jobname="cloud-sla-70-30",target="robust-prom"}'
         start = prom.value(f"fio_run_start_timestamp_seconds{labels}")
         end = prom.value(f"fio_run_end_timestamp_seconds{labels}")

@@ -151,7 +151,11 @@ def cmd_run(args) -> int:
     fsync_threshold = parse_duration(args.fsync_threshold, "--fsync.threshold")
     runner = Runner(config, Store(config))
     signal.signal(signal.SIGTERM, lambda s, f: runner.stop())
-    outcome = runner.run(args.job, target, _key_values(args.env, "--env"))
+    try:
+        outcome = runner.run(args.job, target, _key_values(args.env, "--env"))
+    except OSError as exc:  # the results directory cannot be written
+        print(f"fioscope: {config.results_dir}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     if outcome.result is None:
         print(f"fioscope: {outcome.profile} failed: {outcome.message}", file=sys.stderr)
         return 1

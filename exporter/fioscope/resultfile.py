@@ -29,8 +29,9 @@ FAILURE_KEY = "fioscope_failure"
 RUNNING_KEY = "fioscope_running"
 FAILURE_SUFFIX = ".failure.json"
 RUNNING_SUFFIX = ".running"
-# a larger file is rejected unread: the biggest real json+ report (many jobs, all bins) is a few MiB
-MAX_FILE_BYTES = 64 * 2**20
+# a larger file is rejected unread: fio's json+ writes only the bins it filled, so a real report
+# is tens of KiB per job; parsing costs ~10x the file size in memory (a 50 MB file: ~500 MiB)
+MAX_FILE_BYTES = 16 * 2**20
 # label values (job names, targets, fio options shown as labels) longer than this are rejected
 MAX_LABEL_CHARS = 256
 # other text (fio option values, messages) is bounded too
