@@ -48,7 +48,7 @@ class Runner:
         """Resolve, parse and safety-check a job; raises a ConfigError subclass."""
         path = resolve_job(job, self.config.jobs_dir)
         jobfile = load_job(path, {**(env or {}), "TARGET_DIR": str(target.directory)})
-        check_safe(jobfile, target)
+        check_safe(jobfile, target, self.config.fio_binary)
         return jobfile
 
     def run(self, job: str, target: Target, env: dict[str, str] | None = None) -> RunOutcome:
