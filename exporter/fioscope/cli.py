@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config.file", dest="config_file", help="YAML config (targets, schedule); without it, serve the results dir")
     serve.add_argument("--results.dir", dest="results_dir", help="where result files live (default: from config, else ./results)")
     serve.add_argument("--web.listen-address", dest="listen_address", help=f"HOST:PORT to listen on (default {DEFAULT_LISTEN})")
+    serve.add_argument("--web.config.file", dest="web_config_file",
+                       help="TLS and basic auth, in the exporter-toolkit format node_exporter takes")
 
     run = sub.add_parser("run", help="run one fio job now, print a summary and verdicts")
     run.add_argument("job", help="profile name from fio-jobs/ or a path to a job file")
@@ -96,19 +98,24 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_serve(args) -> int:
     from .collector import Exposition
     from .collector.exporter import ScrapeTimer
-    from .http import serve
+    from .http import is_loopback, parse_listen_address, serve
     from .runner import Runner, Scheduler
     from .store import Store
+    from .webconfig import load_web_config
 
     config = load_config(args.config_file, args.results_dir)
+    web = load_web_config(args.web_config_file) if args.web_config_file else None
+    address = args.listen_address or config.listen_address
     config.results_dir.mkdir(parents=True, exist_ok=True)
     store = Store(config)
     store.scan()
     timer = ScrapeTimer()
     try:
-        server = serve(Exposition(store, timer), timer, args.listen_address or config.listen_address)
+        server = serve(Exposition(store, timer), timer, address, web)
+        if web is None and not is_loopback(parse_listen_address(address)[0]):
+            log.warning("listening on %s beyond loopback without TLS or authentication: give --web.config.file", address)
     except (OSError, ValueError) as exc:
-        print(f"fioscope: cannot listen on {args.listen_address or config.listen_address}: {exc}", file=sys.stderr)
+        print(f"fioscope: cannot listen on {address}: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
     runner = Runner(config, store)
@@ -128,7 +135,8 @@ def cmd_serve(args) -> int:
 
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
-    log.info("serving %s results from %s on http://%s/metrics", len(store.jobs), config.results_dir, "%s:%s" % server.server_address[:2])
+    scheme = "https" if web and web.tls else "http"
+    log.info("serving %s results from %s on %s://%s:%s/metrics", len(store.jobs), config.results_dir, scheme, *server.server_address[:2])
     server.serve_forever()
     return 0
 

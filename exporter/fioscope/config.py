@@ -262,16 +262,21 @@ def load_config(path: str | Path | None, results_dir: str | None = None) -> Conf
     return cfg
 
 
-def _parse_config(path: Path) -> Config:
-    src = str(path)
+def read_yaml(path: Path, error: type[ConfigError] = ConfigFileError):
+    """A YAML file's content; ``error`` (one line naming the file) if unreadable, not YAML or with a duplicate key."""
     try:
-        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader that refuses duplicate keys
+        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader that refuses duplicate keys
     except OSError as exc:
-        raise ConfigFileError(f"{src}: cannot read: {exc.strerror}") from None
+        raise error(f"{path}: cannot read: {exc.strerror}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigFileError(f"{src}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        raise error(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+
+
+def _parse_config(path: Path) -> Config:
+    src = str(path)
+    data = read_yaml(path)
     data = _mapping(data, src)
     top = {"results_dir", "jobs_dir", "scan_interval", "status_interval", "fio_binary", "listen_address", "targets", "schedule"}
     _reject_unknown(data, top, src)
