@@ -193,3 +193,10 @@ def test_target_resolving_to_the_system_is_refused(link_to, layout):
     assert len(check.stderr.strip().splitlines()) == 1
     # marked destructive, the same config loads (and is not run here)
     assert fioscope("check", "--config.file", str(_config(layout, link, destructive=True))).returncode == 0
+
+
+def test_variable_with_a_line_break_is_refused(layout):
+    from fioscope.jobs import JobFileError, load_job
+
+    with pytest.raises(JobFileError, match=r"\$\{TARGET_DIR\} holds a line break"):
+        load_job(GUARD / "allowed-filename.fio", {"TARGET_DIR": f"{layout / 'target'}\nfilename=/dev/null"})

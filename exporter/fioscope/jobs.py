@@ -136,7 +136,8 @@ def load_job(path: Path, env: dict[str, str]) -> JobFile:
             job.unmodelled.append((current.name, key, "takes the option name from a variable"))
             continue
 
-        value = _VAR.sub(lambda m, at=f"{path}:{lineno}": _variable(values, m.group(1), at), _strip_comment(value))
+        at = f"{path}:{lineno}"
+        value = _VAR.sub(lambda m: _variable(values, m.group(1), at), _strip_comment(value))  # noqa: B023 - used at once
         current.options.append((key, value))
         job.sections.setdefault(current.name, {})[key] = value
     if not job.jobnames:
@@ -147,6 +148,8 @@ def load_job(path: Path, env: dict[str, str]) -> JobFile:
 def _variable(values: dict[str, str], name: str, where: str) -> str:
     if name not in values:
         raise JobFileError(f"{where}: ${{{name}}} has no value (set it or add '; default: {name}=...')")
+    if any(c in values[name] for c in "\n\r\0"):
+        raise JobFileError(f"{where}: ${{{name}}} holds a line break (fio would read it as more than one option)")
     return values[name]
 
 
@@ -201,9 +204,9 @@ def check_safe(job: JobFile, target: Target, fio_binary: str = "fio") -> None:
     """Refuse a job that could write to a device or outside the target (unless destructive)."""
     if target.destructive:
         return
-    where = f"{job.path}: [{{section}}] {{option}}"
-    for section, option, reason in job.unmodelled:
-        raise _refusal(where.format(section=section, option=option), reason, target)
+    if job.unmodelled:
+        name, option, reason = job.unmodelled[0]
+        raise _refusal(f"{job.path}: [{name}] {option}", reason, target)
     root = target.directory.resolve()
     models = [job.parsed]
     resolved = showcmd(job, fio_binary, root)
@@ -213,9 +216,9 @@ def check_safe(job: JobFile, target: Target, fio_binary: str = "fio") -> None:
         if ours != theirs:
             raise _refusal(f"{job.path}: [{', '.join(theirs)}]", f"fio reads the jobs as {theirs}, not {ours}", target)
         models.append(resolved)
-    for sections in models:
-        for section in sections:
-            _check_section(job, sections, section, root, target)
+    for model in models:
+        for section in model:
+            _check_section(job, model, section, root, target)
 
 
 def _refusal(where: str, reason: str, target: Target) -> UnsafeJobError:

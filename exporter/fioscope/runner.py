@@ -86,7 +86,7 @@ class Runner:
         try:
             self._process = subprocess.Popen(
                 cmd, cwd=target.directory, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env={**os.environ, **jobfile.defaults, **env}, text=True, bufsize=1, preexec_fn=join,
+                env=jobfile.environment, text=True, bufsize=1, preexec_fn=join,
             )
         except (OSError, subprocess.SubprocessError) as exc:
             outcome.message = f"cannot start {self.config.fio_binary}: {getattr(exc, 'strerror', None) or exc}"
