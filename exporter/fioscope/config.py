@@ -185,11 +185,12 @@ def parse_rate(value, where: str) -> float:
     return float(m.group(1)) * _SIZE_UNITS[unit]
 
 
-def _mapping(value, where: str) -> dict:
+def mapping(value, where: str, error: type[ConfigError] = ConfigValueError) -> dict:
+    """A YAML mapping (``{}`` for none), else ``error`` naming ``where``."""
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ConfigValueError(f"{where}: expected a mapping, got {type(value).__name__}")
+        raise error(f"{where}: expected a mapping, got {type(value).__name__}")
     return value
 
 
@@ -200,7 +201,7 @@ def _reject_unknown(data: dict, allowed: set[str], where: str) -> None:
 
 
 def parse_limits(data, where: str) -> Limits:
-    data = dict(_mapping(data, where))
+    data = dict(mapping(data, where))
     _reject_unknown(data, set(Limits.__dataclass_fields__), where)
     independent = data.pop("independent", False)
     independent = {"true": True, "false": False}.get(str(independent).lower(), independent)
@@ -277,7 +278,7 @@ def read_yaml(path: Path, error: type[ConfigError] = ConfigFileError):
 def _parse_config(path: Path) -> Config:
     src = str(path)
     data = read_yaml(path)
-    data = _mapping(data, src)
+    data = mapping(data, src)
     top = {"results_dir", "jobs_dir", "scan_interval", "status_interval", "fio_binary", "listen_address", "targets", "schedule"}
     _reject_unknown(data, top, src)
     base = path.resolve().parent
@@ -292,7 +293,7 @@ def _parse_config(path: Path) -> Config:
     targets = []
     for i, t in enumerate(_list(data.get("targets"), f"{src}: targets")):
         where = f"{src}: targets[{i}]"
-        t = _mapping(t, where)
+        t = mapping(t, where)
         _reject_unknown(t, {"name", "directory", "destructive", "limits", "sla_latency", "cgroup"}, where)
         if not t.get("name") or not t.get("directory"):
             raise ConfigValueError(f"{where}: 'name' and 'directory' are required")
@@ -323,7 +324,7 @@ def _parse_config(path: Path) -> Config:
     schedule = []
     for i, s in enumerate(_list(data.get("schedule"), f"{src}: schedule")):
         where = f"{src}: schedule[{i}]"
-        s = _mapping(s, where)
+        s = mapping(s, where)
         _reject_unknown(s, {"job", "target", "repeat", "idle", "start_delay", "every", "env"}, where)
         if not s.get("job") or not s.get("target"):
             raise ConfigValueError(f"{where}: 'job' and 'target' are required")
@@ -341,6 +342,6 @@ def _parse_config(path: Path) -> Config:
             idle_seconds=parse_duration(s.get("idle", 60), f"{where}.idle"),
             start_delay_seconds=parse_duration(s.get("start_delay", 0), f"{where}.start_delay"),
             every_seconds=parse_duration(s.get("every", 0), f"{where}.every"),
-            env={str(k): str(v) for k, v in _mapping(s.get("env"), f"{where}.env").items()},
+            env={str(k): str(v) for k, v in mapping(s.get("env"), f"{where}.env").items()},
         ))
     return replace(cfg, schedule=tuple(schedule))

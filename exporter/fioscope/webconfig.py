@@ -31,7 +31,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import ConfigError, read_yaml
+from .config import ConfigError, mapping, read_yaml
 
 
 class WebConfigError(ConfigError):
@@ -97,11 +97,7 @@ class WebConfig:
 
 
 def _mapping(value, where: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise WebConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
-    return value
+    return mapping(value, where, WebConfigError)
 
 
 def _only(data: dict, allowed: set[str], where: str) -> None:
