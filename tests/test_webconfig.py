@@ -140,3 +140,38 @@ def test_bad_web_config_is_one_line_exit_2(content, message, web_config, tmp_pat
     proc = subprocess.run(fioscope_serve(free_port(), path, tmp_path), capture_output=True, text=True, timeout=30)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0] and str(path) in lines[0], proc.stderr
+
+
+def test_prometheus_scrapes_fioscope_over_tls_with_basic_auth(web_config, tmp_path):
+    """The ecosystem's own client: Prometheus with tls_config and basic_auth; a wrong password is a failed scrape."""
+    import json
+    import urllib.parse
+
+    port, prom_port = free_port(), free_port()
+    proc = start(fioscope_serve(port, web_config, tmp_path), port, web_config, tmp_path)
+    (tmp_path / "right").write_text(PASSWORD)
+    (tmp_path / "wrong").write_text("wrong")
+
+    def job(name: str, password_file: str) -> dict:
+        return {"job_name": name, "scheme": "https", "scrape_interval": "1s",
+                "tls_config": {"ca_file": str(web_config.parent / "server.crt")},
+                "basic_auth": {"username": "prometheus", "password_file": str(tmp_path / password_file)},
+                "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
+
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({"scrape_configs": [job("right", "right"), job("wrong", "wrong")]}))
+    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{prom_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def query(expr: str) -> dict:
+            url = f"http://127.0.0.1:{prom_port}/api/v1/query?query={urllib.parse.quote(expr)}"
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return {r["metric"]["job"]: float(r["value"][1]) for r in json.load(resp)["data"]["result"]}
+
+        values = wait_for(lambda: (v := query("up")) and len(v) == 2 and v, timeout=30, what="both scrapes")
+        assert values == {"right": 1.0, "wrong": 0.0}
+        assert wait_for(lambda: query("fioscope_up"), timeout=10, what="fioscope_up") == {"right": 1.0}
+    finally:
+        prom.terminate()
+        proc.terminate()
+        prom.wait(timeout=10)
+        proc.wait(timeout=10)

@@ -108,9 +108,11 @@ class Server:
         self.listener.setblocking(False)
         self.server_address = self.listener.getsockname()
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fioscope-http")
-        self.max_connections = max(64, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 128)
+        self.max_connections = max(64, min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 128))
         self._selector = selectors.DefaultSelector()
         self._pending: dict[int, _Pending] = {}
+        self._answering = 0  # handed to the pool, queued or running (bounded with the pending ones)
+        self._answering_lock = threading.Lock()
         self._wake_r, self._wake_w = socket.socketpair()
         self._stop = threading.Event()
         self._stopped = threading.Event()
@@ -154,7 +156,7 @@ class Server:
             except OSError as exc:  # EMFILE and friends: shed load, keep serving
                 log.warning("accept: %s", exc)
                 return
-            if len(self._pending) >= self.max_connections:
+            if len(self._pending) + self._answering >= self.max_connections:
                 sock.close()
                 continue
             sock.setblocking(False)
@@ -205,6 +207,8 @@ class Server:
         self._forget(pending)
         pending.sock.setblocking(True)
         pending.sock.settimeout(self.timeout)
+        with self._answering_lock:
+            self._answering += 1
         self.pool.submit(self._answer, pending.sock, bytes(pending.head), pending.address)
 
     # -- worker threads --------------------------------------------------------------------------
@@ -215,6 +219,8 @@ class Server:
             log.debug("%s: %s", address[0], exc)
         finally:
             sock.close()
+            with self._answering_lock:
+                self._answering -= 1
 
     def _respond(self, sock: socket.socket, head: bytes, address: tuple) -> None:
         if len(head) > MAX_HEAD_BYTES and b"\n\n" not in head.replace(b"\r\n", b"\n"):
