@@ -7,10 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
-from fioscope.config import (ConfigFileError, ConfigValueError, Target, UnknownJobError, UnknownTargetError,
-                             UnsafeTargetError, load_config)
+from fioscope.config import ConfigFileError, ConfigValueError, Target, UnknownJobError, UnknownTargetError, UnsafeTargetError, load_config
 from fioscope.jobs import JobFileError, UnsafeJobError, check_safe, load_job, resolve_job
 
 CONFIGS = FIXTURES / "config"

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import FIXTURES, REPO, free_port, wait_for
 
 GUARD = FIXTURES / "jobs" / "guard"
@@ -51,7 +50,7 @@ ALLOWED = {
 
 @pytest.fixture
 def layout(tmp_path):
-    target, sentinel, results = tmp_path / "target", tmp_path / "sentinel", tmp_path / "results"
+    target, sentinel = tmp_path / "target", tmp_path / "sentinel"
     for d in (target, sentinel, target / "sub" / "deeper"):
         d.mkdir(parents=True)
     (target / "link").symlink_to(sentinel)
@@ -59,7 +58,7 @@ def layout(tmp_path):
 
 
 def fioscope(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fioscope", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "fioscope", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False)
 
 
 def outside_target(root: Path) -> dict[str, int]:

@@ -11,7 +11,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 pytestmark = pytest.mark.e2e  # builds a wheel (setuptools from the index) and a venv: ~15 s
@@ -19,7 +18,7 @@ pytestmark = pytest.mark.e2e  # builds a wheel (setuptools from the index) and a
 
 def docker_build_context(dest: Path) -> Path:
     """What the Dockerfile's build stage has in /src: its COPY lines, replayed (links kept as links)."""
-    copies = re.findall(r"^COPY (?!--)(\S+) (\S+)$", (REPO / "exporter" / "Dockerfile").read_text().split("\nFROM ")[1], re.M)
+    copies = re.findall(r"^COPY (?!--)(\S+) (\S+)$", (REPO / "exporter" / "Dockerfile").read_text().split("\nFROM ")[1], re.MULTILINE)
     assert copies, "the build stage copies the sources"
     for source, target in copies:
         src, out = REPO / source.rstrip("/"), dest / target.rstrip("/")
@@ -51,7 +50,7 @@ def installed(tmp_path_factory) -> Path:
 
 def run_outside(fioscope: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FIOSCOPE_JOBS_DIR")}
-    return subprocess.run([str(fioscope), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    return subprocess.run([str(fioscope), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120, check=False)
 
 
 def test_installed_fioscope_runs_a_profile_from_anywhere(installed, tmp_path):
@@ -60,7 +59,7 @@ def test_installed_fioscope_runs_a_profile_from_anywhere(installed, tmp_path):
     proc = run_outside(installed, "run", "etcd-wal", "--target.dir", str(target), "--results.dir", str(results),
                        "--env", "SIZE=2m", cwd=tmp_path)
     assert "no such job file" not in proc.stderr
-    assert re.search(r"fdatasync p99 .*: (pass|FAIL)$", proc.stdout, re.M), proc.stdout + proc.stderr
+    assert re.search(r"fdatasync p99 .*: (pass|FAIL)$", proc.stdout, re.MULTILINE), proc.stdout + proc.stderr
     assert list(results.glob("etcd-wal-*.json"))
 
 

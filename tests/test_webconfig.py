@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import free_port, wait_for
 
 PASSWORD = "correct horse battery staple"
@@ -137,7 +136,7 @@ def test_listening_beyond_loopback_without_web_config_warns(web_config, tmp_path
 def test_bad_web_config_is_one_line_exit_2(content, message, web_config, tmp_path):
     path = web_config.parent / f"bad-{abs(hash(message))}.yml"
     path.write_text(yaml.safe_dump(content))
-    proc = subprocess.run(fioscope_serve(free_port(), path, tmp_path), capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(fioscope_serve(free_port(), path, tmp_path), capture_output=True, text=True, timeout=30, check=False)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0] and str(path) in lines[0], proc.stderr
 
