@@ -8,6 +8,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 import warnings
@@ -174,3 +175,28 @@ def test_prometheus_scrapes_fioscope_over_tls_with_basic_auth(web_config, tmp_pa
         proc.terminate()
         prom.wait(timeout=10)
         proc.wait(timeout=10)
+
+
+def test_changed_web_config_takes_effect_without_restart(web_config, tmp_path):
+    path = tmp_path / "web.yml"
+    for name in ("server.crt", "server.key"):
+        shutil.copy(web_config.parent / name, tmp_path / name)
+    settings = yaml.safe_load(web_config.read_text())
+    path.write_text(yaml.safe_dump(settings))
+    port = free_port()
+    proc = start(fioscope_serve(port, path, tmp_path), port, web_config, tmp_path)
+    try:
+        url, context = f"https://127.0.0.1:{port}/metrics", tls_context(web_config)
+        assert get(url, context, "prometheus", PASSWORD)[0] == 200
+        settings["basic_auth_users"] = {"rotated": bcrypt_hash("new secret")}
+        path.write_text(yaml.safe_dump(settings))
+        wait_for(lambda: get(url, context, "rotated", "new secret")[0] == 200, timeout=10, what="the new user")
+        assert get(url, context, "prometheus", PASSWORD)[0] == 401
+        path.write_text("basic_auth_users: [broken\n")  # does not load: the previous settings stay
+        time.sleep(1.5)
+        assert get(url, context, "rotated", "new secret")[0] == 200
+        assert get(url, context)[0] == 401
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert "keeping the previous web config" in err

@@ -92,6 +92,7 @@ class _Pending:
     address: tuple
     deadline: float
     handshaking: bool
+    web: WebConfig | None  # the settings in force when it connected
     head: bytearray = field(default_factory=bytearray)
 
 
@@ -116,6 +117,7 @@ class Server:
         self._wake_r, self._wake_w = socket.socketpair()
         self._stop = threading.Event()
         self._stopped = threading.Event()
+        self._web_checked = 0.0
 
     # -- selector thread -------------------------------------------------------------------------
     def serve_forever(self) -> None:
@@ -147,7 +149,14 @@ class Server:
         self._wake_w.send(b"x")
         self._stopped.wait(10)
 
+    def _refresh_web(self) -> None:
+        now = time.monotonic()
+        if self.web is not None and now - self._web_checked >= 1.0:
+            self._web_checked = now
+            self.web = self.web.reloaded()
+
     def _accept(self) -> None:
+        self._refresh_web()
         for _ in range(256):
             try:
                 sock, address = self.listener.accept()
@@ -160,9 +169,10 @@ class Server:
                 sock.close()
                 continue
             sock.setblocking(False)
-            if self.web and self.web.tls:
-                sock = self.web.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-            pending = _Pending(sock, address, time.monotonic() + self.timeout, handshaking=bool(self.web and self.web.tls))
+            web = self.web
+            if web and web.tls:
+                sock = web.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            pending = _Pending(sock, address, time.monotonic() + self.timeout, handshaking=bool(web and web.tls), web=web)
             self._pending[sock.fileno()] = pending
             self._selector.register(sock, selectors.EVENT_READ, pending)
 
@@ -209,12 +219,12 @@ class Server:
         pending.sock.settimeout(self.timeout)
         with self._answering_lock:
             self._answering += 1
-        self.pool.submit(self._answer, pending.sock, bytes(pending.head), pending.address)
+        self.pool.submit(self._answer, pending.sock, bytes(pending.head), pending.address, pending.web)
 
     # -- worker threads --------------------------------------------------------------------------
-    def _answer(self, sock: socket.socket, head: bytes, address: tuple) -> None:
+    def _answer(self, sock: socket.socket, head: bytes, address: tuple, web: WebConfig | None) -> None:
         try:
-            self._respond(sock, head, address)
+            self._respond(sock, head, address, web)
         except Exception as exc:  # noqa: BLE001 - one bad request must never take a worker down
             log.debug("%s: %s", address[0], exc)
         finally:
@@ -222,13 +232,13 @@ class Server:
             with self._answering_lock:
                 self._answering -= 1
 
-    def _respond(self, sock: socket.socket, head: bytes, address: tuple) -> None:
+    def _respond(self, sock: socket.socket, head: bytes, address: tuple, web: WebConfig | None) -> None:
         if len(head) > MAX_HEAD_BYTES and b"\n\n" not in head.replace(b"\r\n", b"\n"):
-            return self._send(sock, 431, [], b"request head too large\n", "GET")
+            return self._send(sock, 431, [], b"request head too large\n", "GET", web)
         lines = head.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0].decode("latin-1").split("\n")
         parts = lines[0].split()
         if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-            return self._send(sock, 400, [], b"bad request\n", "GET")
+            return self._send(sock, 400, [], b"bad request\n", "GET", web)
         method, target, version = parts
         headers: dict[str, str] = {}
         for line in lines[1:]:
@@ -236,15 +246,15 @@ class Server:
             if sep:
                 headers[name.strip().lower()] = value.strip()
         if method not in ALLOWED_METHODS:
-            return self._send(sock, 405, [("Allow", ", ".join(ALLOWED_METHODS))], b"method not allowed\n", method)
-        if self.web and not self.web.authorized(headers.get("authorization")):
-            return self._send(sock, 401, [("WWW-Authenticate", 'Basic realm="fioscope"')], b"Unauthorized\n", method)
+            return self._send(sock, 405, [("Allow", ", ".join(ALLOWED_METHODS))], b"method not allowed\n", method, web)
+        if web and not web.authorized(headers.get("authorization")):
+            return self._send(sock, 401, [("WWW-Authenticate", 'Basic realm="fioscope"')], b"Unauthorized\n", method, web)
         url = urlsplit(target)
         environ = {
             "REQUEST_METHOD": method, "PATH_INFO": unquote(url.path or "/"), "QUERY_STRING": url.query,
             "SERVER_NAME": str(self.server_address[0]), "SERVER_PORT": str(self.server_address[1]),
             "SERVER_PROTOCOL": version, "REMOTE_ADDR": str(address[0]), "SCRIPT_NAME": "",
-            "wsgi.version": (1, 0), "wsgi.url_scheme": "https" if self.web and self.web.tls else "http",
+            "wsgi.version": (1, 0), "wsgi.url_scheme": "https" if web and web.tls else "http",
             "wsgi.input": io.BytesIO(), "wsgi.errors": sys.stderr, "wsgi.multithread": True,
             "wsgi.multiprocess": False, "wsgi.run_once": False,
             **{"HTTP_" + k.upper().replace("-", "_"): v for k, v in headers.items()},
@@ -256,13 +266,14 @@ class Server:
 
         body = b"".join(self.app(environ, start_response))
         code = int(status[0].split()[0])
-        return self._send(sock, code, list(status[1]), body, method)
+        return self._send(sock, code, list(status[1]), body, method, web)
 
-    def _send(self, sock: socket.socket, code: int, headers: list, body: bytes, method: str) -> None:
+    @staticmethod
+    def _send(sock: socket.socket, code: int, headers: list, body: bytes, method: str, web: WebConfig | None) -> None:
         headers = [h for h in headers if h[0].lower() not in ("content-length", "connection")]
         if not any(h[0].lower() == "content-type" for h in headers):
             headers.append(("Content-Type", "text/plain; charset=utf-8"))
-        headers += [("Content-Length", str(len(body))), ("Connection", "close")] + (self.web.headers if self.web else [])
+        headers += [("Content-Length", str(len(body))), ("Connection", "close")] + (web.headers if web else [])
         out = f"HTTP/1.1 {code} {_REASONS.get(code, 'Unknown')}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
         sock.sendall(out.encode("latin-1") + (b"" if method == "HEAD" else body))
 

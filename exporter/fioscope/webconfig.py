@@ -15,7 +15,9 @@ Supported: ``cert_file``/``key_file`` (or inline ``cert``/``key``), ``client_aut
 ``prefer_server_cipher_suites``, ``http_server_config.headers`` (``http2`` is accepted,
 fioscope speaks HTTP/1.1). Options named in the format that fioscope cannot honour
 (Go cipher and curve names, SAN pinning, rate limits) are an error, never silently ignored.
-The file is read at startup.
+As in exporter-toolkit, a changed file (or certificate, key or CA file) takes effect without
+a restart: it is read again at most once a second, on the next connection; a file that no
+longer loads is logged and the previous settings stay.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import logging
 import ssl
 import tempfile
 import threading
@@ -32,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import ConfigError, mapping, read_yaml
+
+log = logging.getLogger("fioscope.web")
 
 
 class WebConfigError(ConfigError):
@@ -69,8 +74,26 @@ class WebConfig:
     tls: ssl.SSLContext | None = None
     users: dict[str, str] = field(default_factory=dict)
     headers: list[tuple[str, str]] = field(default_factory=list)
+    # the files it was read from, with their mtimes: a change reloads it
+    sources: dict[Path, int] = field(default_factory=dict)
     _verified: set[tuple[str, bytes]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def changed(self) -> bool:
+        return any(_mtime(path) != mtime for path, mtime in self.sources.items())
+
+    def reloaded(self) -> WebConfig:
+        """This config, or the file's new content if it (or a file it names) changed and loads."""
+        if not self.changed():
+            return self
+        try:
+            fresh = load_web_config(self.path)
+        except ConfigError as exc:
+            log.error("%s (keeping the previous web config)", exc)
+            self.sources = {path: _mtime(path) for path in self.sources}  # logged once per change
+            return self
+        log.info("%s: reloaded", self.path)
+        return fresh
 
     def authorized(self, authorization: str | None) -> bool:
         """Whether an ``Authorization`` header lets the request in (always, without users)."""
@@ -96,6 +119,13 @@ class WebConfig:
         return ok
 
 
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return -1
+
+
 def _mapping(value, where: str) -> dict:
     return mapping(value, where, WebConfigError)
 
@@ -117,6 +147,11 @@ def load_web_config(path: str | Path) -> WebConfig:
         raise WebConfigError(f"{src}: rate_limit is not supported by fioscope; remove it")
     config = WebConfig(path=path)
     base = path.resolve().parent
+    config.sources[path] = _mtime(path)
+    tls_files = _mapping(data.get("tls_server_config"), f"{src}: tls_server_config")
+    for key in ("cert_file", "key_file", "client_ca_file"):
+        if tls_files.get(key):
+            config.sources[base / str(tls_files[key])] = _mtime(base / str(tls_files[key]))
     if data.get("tls_server_config") is not None:
         config.tls = _tls_context(_mapping(data["tls_server_config"], f"{src}: tls_server_config"), base, f"{src}: tls_server_config")
     http = _mapping(data.get("http_server_config"), f"{src}: http_server_config")
