@@ -30,6 +30,7 @@ BYPASSES = [
     ("bypass-line-variable.fio", {"EXTRA": "filename={sentinel}/line-variable"}, r"\[j\] \$\{EXTRA\}: takes the option name"),
     ("bypass-jobname-path.fio", {}, r"\[../sentinel/jobname\] filename_format=\$jobname.*: outside the target directory"),
     ("bypass-symlink-inside.fio", {}, r"\[j\] filename=link/through-symlink: outside the target directory .*opens .*/sentinel/"),
+    ("bypass-hardlink.fio", {}, r"\[j\] filename=hardlink: .*/target/hardlink has 2 hard links"),
     ("bypass-engine-net.fio", {}, r"\[j\] ioengine=net: this engine reaches devices, the network"),
     ("bypass-engine-sg.fio", {}, r"\[j\] ioengine=sg: this engine reaches devices"),
     ("bypass-device.fio", {}, r"\[j\] filename=/dev/null: outside the target directory"),
@@ -54,6 +55,8 @@ def layout(tmp_path):
     for d in (target, sentinel, target / "sub" / "deeper"):
         d.mkdir(parents=True)
     (target / "link").symlink_to(sentinel)
+    (sentinel / "precious").write_bytes(b"keep me\n" * 16384)  # 128 KiB: fio writes into it rather than laying it out anew
+    os.link(sentinel / "precious", target / "hardlink")
     return tmp_path
 
 
@@ -61,8 +64,8 @@ def fioscope(*args: str, cwd: Path | None = None, timeout: float = 60) -> subpro
     return subprocess.run([sys.executable, "-m", "fioscope", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False)
 
 
-def outside_target(root: Path) -> dict[str, int]:
-    """Every path under ``root`` that is not in target/ or results/, with its size."""
+def outside_target(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under ``root`` that is not in target/ or results/, with its size and mtime."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
         rel = Path(dirpath).relative_to(root)
@@ -72,8 +75,12 @@ def outside_target(root: Path) -> dict[str, int]:
             if not rel.parts and name in ("target", "results"):
                 continue
             path = Path(dirpath, name)
-            out[str(path.relative_to(root))] = path.lstat().st_size
+            out[str(path.relative_to(root))] = (path.lstat().st_size, path.lstat().st_mtime_ns)
     return out
+
+
+def sentinel_state(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in (root / "sentinel").rglob("*")}
 
 
 def env_args(env: dict[str, str], root: Path) -> list[str]:
@@ -108,11 +115,12 @@ def test_bypass_is_refused_by_run_and_check(job, env, message, layout):
 @pytest.mark.parametrize("job", WRITES_OUTSIDE)
 def test_same_file_runs_on_a_destructive_target(job, layout):
     env = dict(next(e for n, e, _ in BYPASSES if n == job))
+    before = sentinel_state(layout)
     proc = fioscope("run", str(GUARD / job), "--config.file", str(destructive_config(layout)), "--target", "scratch",
                     *env_args(env, layout), cwd=layout / "target")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "result:" in proc.stdout
-    assert list((layout / "sentinel").rglob("*")), "the job was a real bypass: it writes next to the target"
+    assert sentinel_state(layout) != before, "the job was a real bypass: it writes next to the target"
 
 
 @pytest.mark.parametrize("job", sorted(ALLOWED))
@@ -177,7 +185,7 @@ def test_schedule_entry_env_bypass_is_refused_by_check_and_serve(layout):
     after = outside_target(layout)
     assert {k: v for k, v in after.items() if k != "fioscope.yaml" and not k.startswith("results")} == \
         {k: v for k, v in before.items() if k != "fioscope.yaml"}
-    assert not list((layout / "sentinel").iterdir())
+    assert sentinel_state(layout) == {"sentinel/precious": before["sentinel/precious"]}
 
 
 @pytest.mark.parametrize("link_to", ["/", "{root}/target/../../../../../../../../etc", "/dev/null"])

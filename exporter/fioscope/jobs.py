@@ -286,11 +286,13 @@ def _check_path(path: Path, root: Path, where: str, target: Target) -> None:
     if resolved != root and root not in resolved.parents:
         raise UnsafeJobError(f"{where}: outside the target directory {root} (opens {resolved}; target {target.name!r} is not marked destructive)")
     try:
-        mode = os.stat(resolved).st_mode
+        info = os.stat(resolved)
     except OSError:
         return
-    if stat.S_ISBLK(mode) or stat.S_ISCHR(mode):
+    if stat.S_ISBLK(info.st_mode) or stat.S_ISCHR(info.st_mode):
         raise UnsafeJobError(f"{where}: is a device ({resolved}; target {target.name!r} is not marked destructive)")
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:  # another name of the same file may live anywhere on the filesystem
+        raise UnsafeJobError(f"{where}: {resolved} has {info.st_nlink} hard links (target {target.name!r} is not marked destructive)")
 
 
 def _check_tree(path: Path, root: Path, where: str, target: Target) -> None:
