@@ -7,15 +7,20 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
-from fioscope.config import (ConfigFileError, ConfigValueError, Target, UnknownJobError, UnknownTargetError,
-                             load_config)
+from fioscope.config import ConfigFileError, ConfigValueError, Target, UnknownJobError, UnknownTargetError, UnsafeTargetError, load_config
 from fioscope.jobs import JobFileError, UnsafeJobError, check_safe, load_job, resolve_job
 
 CONFIGS = FIXTURES / "config"
 JOBS = FIXTURES / "jobs"
 REPO_JOBS = Path(__file__).resolve().parents[1] / "fio-jobs"
+
+
+def test_default_jobs_dir_is_the_packaged_profiles():
+    from fioscope.resources import profiles_dir
+
+    assert load_config(None).jobs_dir == profiles_dir()
+    assert sorted(p.name for p in profiles_dir().glob("*.fio")) == sorted(p.name for p in REPO_JOBS.glob("*.fio"))
 
 CASES = [
     ("bad_yaml.yaml", ConfigFileError, "not valid YAML at line"),
@@ -27,6 +32,12 @@ CASES = [
     ("bad_limit.yaml", ConfigValueError, "limits.read_iops: 'lots' is not a number"),
     ("bad_destructive.yaml", ConfigValueError, "destructive: must be true or false"),
     ("not_a_mapping.yaml", ConfigValueError, "expected a mapping"),
+    ("targets_not_list.yaml", ConfigValueError, "targets: expected a list, got int"),
+    ("scan_interval_zero.yaml", ConfigValueError, "scan_interval: 0 must be more than 0"),
+    ("scan_interval_inf.yaml", ConfigValueError, "scan_interval: inf is not a finite duration"),
+    ("unset_variable.yaml", ConfigValueError, r"results_dir: \$\{FIOSCOPE_TEST_UNSET_VARIABLE\} is not set"),
+    ("duplicate_key.yaml", ConfigFileError, "not valid YAML at line 3: duplicate key 'scan_interval'"),
+    ("target_root.yaml", UnsafeTargetError, r"targets\[0\]: directory / is / or a system directory"),
 ]
 
 

@@ -13,7 +13,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from .config import DEFAULT_LISTEN, Config, ConfigError, Target, load_config, parse_duration, parse_limits
+from .config import DEFAULT_LISTEN, Config, ConfigError, Target, check_target, load_config, parse_duration, parse_limits
 from .jobs import check_safe, load_job, resolve_job
 
 log = logging.getLogger("fioscope")
@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config.file", dest="config_file", help="YAML config (targets, schedule); without it, serve the results dir")
     serve.add_argument("--results.dir", dest="results_dir", help="where result files live (default: from config, else ./results)")
     serve.add_argument("--web.listen-address", dest="listen_address", help=f"HOST:PORT to listen on (default {DEFAULT_LISTEN})")
+    serve.add_argument("--web.config.file", dest="web_config_file",
+                       help="TLS and basic auth, in the exporter-toolkit format node_exporter takes")
 
     run = sub.add_parser("run", help="run one fio job now, print a summary and verdicts")
     run.add_argument("job", help="profile name from fio-jobs/ or a path to a job file")
@@ -55,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate the config and job files, then exit")
     check.add_argument("--config.file", dest="config_file")
     check.add_argument("jobs", nargs="*", help="job files or profiles to check (default: every profile)")
+    check.add_argument("--target", help="check the jobs against this target of the config (default: a scratch directory)")
+    check.add_argument("--target.dir", dest="target_dir", help="check the jobs against this directory")
 
     lab = sub.add_parser("lab", help="loop-backed test disks with controlled limits (root only)")
     lab.add_argument("--state-dir", default=None, help="where lab disks and their state live (default /var/lib/fioscope-lab)")
@@ -94,12 +98,15 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_serve(args) -> int:
     from .collector import Exposition
     from .collector.exporter import ScrapeTimer
-    from .http import serve
+    from .http import is_loopback, parse_listen_address, serve
     from .runner import Runner, Scheduler
     from .scanner import ScanLoop
     from .store import Store
+    from .webconfig import load_web_config
 
     config = load_config(args.config_file, args.results_dir)
+    web = load_web_config(args.web_config_file) if args.web_config_file else None
+    address = args.listen_address or config.listen_address
     config.results_dir.mkdir(parents=True, exist_ok=True)
     store = Store(config)
     store.scan()
@@ -109,9 +116,11 @@ def cmd_serve(args) -> int:
     scheduler = Scheduler(config, runner, stop) if config.schedule else None
     timer = ScrapeTimer()
     try:
-        server = serve(Exposition(store, timer, scan_loop, scheduler), timer, args.listen_address or config.listen_address)
+        server = serve(Exposition(store, timer, scan_loop, scheduler), timer, address, web)
+        if web is None and not is_loopback(parse_listen_address(address)[0]):
+            log.warning("listening on %s beyond loopback without TLS or authentication: give --web.config.file", address)
     except (OSError, ValueError) as exc:
-        print(f"fioscope: cannot listen on {args.listen_address or config.listen_address}: {exc}", file=sys.stderr)
+        print(f"fioscope: cannot listen on {address}: {exc}", file=sys.stderr)
         return 2
     scan_loop.start()
     if scheduler is not None:
@@ -124,7 +133,8 @@ def cmd_serve(args) -> int:
 
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
-    log.info("serving %s results from %s on http://%s/metrics", len(store.jobs), config.results_dir, "%s:%s" % server.server_address[:2])
+    scheme = "https" if web and web.tls else "http"
+    log.info("serving %s results from %s on %s://%s:%s/metrics", len(store.jobs), config.results_dir, scheme, *server.server_address[:2])
     server.serve_forever()
     return 0
 
@@ -133,7 +143,8 @@ def _run_target(args, config: Config) -> Target:
     if args.target:
         target = config.target(args.target)
     elif args.target_dir:
-        target = config.target_for_directory(str(Path(args.target_dir).resolve())) or Target(name="cli", directory=Path(args.target_dir).resolve())
+        target = config.target_for_directory(str(Path(args.target_dir).resolve())) or \
+            check_target(Target(name="cli", directory=Path(args.target_dir)), "--target.dir")
     else:
         raise ConfigError("run: give --target NAME (with --config.file) or --target.dir DIR")
     limits = parse_limits(_key_values(args.limit, "--limit"), "--limit") if args.limit else target.limits
@@ -172,17 +183,36 @@ def cmd_run(args) -> int:
 
 
 def cmd_check(args) -> int:
+    """Every job named here and every schedule entry, through the same guard as a run; exit 2 on any refusal."""
+    import tempfile
+
     config = load_config(args.config_file)
     jobs = args.jobs or sorted(p.stem for p in config.jobs_dir.glob("*.fio"))
-    probe = Target(name="check", directory=Path("/nonexistent-fioscope-target"))
-    checked = 0
-    for job in jobs:
-        load_job(resolve_job(job, config.jobs_dir), {"TARGET_DIR": str(probe.directory)})
-        checked += 1
-    for entry in config.schedule:
-        target = config.target(entry.target)
-        check_safe(load_job(resolve_job(entry.job, config.jobs_dir), {**entry.env, "TARGET_DIR": str(target.directory)}), target)
-    print(f"{config.source}: ok ({len(config.targets)} targets, {len(config.schedule)} schedule entries, {checked} job files)")
+    problems: list[str] = []
+
+    def judge(job: str, target: Target, env: dict[str, str]) -> None:
+        try:
+            check_safe(load_job(resolve_job(job, config.jobs_dir), {**env, "TARGET_DIR": str(target.directory)}), target, config.fio_binary)
+        except ConfigError as exc:
+            problems.append(str(exc))
+
+    with tempfile.TemporaryDirectory(prefix="fioscope-check-") as scratch:
+        if args.target:
+            probe = config.target(args.target)
+        elif args.target_dir:
+            probe = check_target(Target(name="cli", directory=Path(args.target_dir)), "--target.dir")
+        else:
+            probe = Target(name="check", directory=Path(scratch).resolve())
+        for job in jobs:
+            judge(job, probe, {})
+        for entry in config.schedule:
+            judge(entry.job, config.target(entry.target), entry.env)
+    for problem in problems:
+        print(f"fioscope: {problem}", file=sys.stderr)
+    if problems:
+        return 2
+    print(f"{config.source}: ok ({len(config.targets)} targets, {len(config.schedule)} schedule entries, "
+          f"{len(jobs)} job files: {', '.join(jobs)})")
     return 0
 
 

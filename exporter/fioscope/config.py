@@ -1,6 +1,6 @@
 """Typed configuration of ``fioscope serve`` / ``run``; one error type per failure.
 
-Example (see ``fioscope.example.yaml`` at the top of the repository)::
+Example::
 
     results_dir: /var/lib/fioscope/results
     targets:
@@ -18,16 +18,23 @@ Example (see ``fioscope.example.yaml`` at the top of the repository)::
 
 from __future__ import annotations
 
+import math
 import os
 import re
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
+from .resources import profiles_dir
+
 DEFAULT_LISTEN = "127.0.0.1:7963"
-# the repository's fio-jobs/ (editable install), or where the image puts it
-REPO_JOBS_DIR = Path(os.environ.get("FIOSCOPE_JOBS_DIR", Path(__file__).resolve().parents[2] / "fio-jobs"))
+# a target here (or below a tree) would let a job clobber the system: refused unless destructive
+SYSTEM_DIRS = frozenset(map(Path, ("/", "/var", "/var/lib", "/var/log", "/var/cache", "/var/tmp", "/root", "/home", "/tmp",
+                                   "/srv", "/opt", "/mnt", "/media", "/usr/local")))
+SYSTEM_TREES = tuple(map(Path, ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev",
+                                "/proc", "/sys", "/run", "/var/run", "/var/lib/dpkg", "/var/lib/apt")))
 
 
 class ConfigError(Exception):
@@ -48,6 +55,10 @@ class UnknownTargetError(ConfigError):
 
 class UnknownJobError(ConfigError):
     """A job is neither a profile in the jobs directory nor an existing file."""
+
+
+class UnsafeTargetError(ConfigError):
+    """A non-destructive target resolves to /, a system directory or a device."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +110,7 @@ class ScheduleEntry:
 class Config:
     source: str = "<defaults>"
     results_dir: Path = Path("results")
-    jobs_dir: Path = REPO_JOBS_DIR
+    jobs_dir: Path = field(default_factory=profiles_dir)
     scan_interval_seconds: float = 5.0
     status_interval_seconds: float = 1.0
     fio_binary: str = "fio"
@@ -131,24 +142,41 @@ _SIZE_UNITS = {None: 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "m
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def expand_env(text: str) -> str:
-    """``${VAR}`` and ``${VAR:-default}``, as in compose files: one config for compose and native."""
-    return _ENV.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), text)
+def expand_env(text: str, where: str = "") -> str:
+    """``${VAR}`` and ``${VAR:-default}``, as in compose files: one config for compose and native.
+
+    ``${VAR}`` with VAR unset is an error (with ``where``): an empty value would silently
+    turn a path into the config's own directory.
+    """
+    def value(m: re.Match) -> str:
+        if m.group(2) is not None:
+            return os.environ.get(m.group(1)) or m.group(2)
+        if m.group(1) not in os.environ and where:
+            raise ConfigValueError(f"{where}: ${{{m.group(1)}}} is not set (export it or write ${{{m.group(1)}:-default}})")
+        return os.environ.get(m.group(1), "")
+
+    return _ENV.sub(value, text)
 
 
-def parse_duration(value, where: str) -> float:
-    """``90``, ``"90s"``, ``"15m"``, ``"30ms"`` -> seconds."""
+def parse_duration(value, where: str, positive: bool = False) -> float:
+    """``90``, ``"90s"``, ``"15m"``, ``"30ms"`` -> seconds (finite; > 0 where ``positive``)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        return float(value)
-    m = _DURATION.match(str(value))
-    if not m:
-        raise ConfigValueError(f"{where}: {value!r} is not a duration (e.g. 30s, 15m, 10ms)")
-    return float(m.group(1)) * _UNITS[m.group(2)]
+        seconds = float(value)
+    else:
+        m = _DURATION.match(str(value))
+        if not m:
+            raise ConfigValueError(f"{where}: {value!r} is not a duration (e.g. 30s, 15m, 10ms)")
+        seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if not math.isfinite(seconds) or seconds > 10 * 365 * 86400:
+        raise ConfigValueError(f"{where}: {value!r} is not a finite duration")
+    if positive and seconds <= 0:
+        raise ConfigValueError(f"{where}: {value!r} must be more than 0")
+    return seconds
 
 
 def parse_rate(value, where: str) -> float:
     """``700``, ``"100MiB"``, ``"1.5G"`` -> a number (per second)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 and math.isfinite(value):
         return float(value)
     m = _SIZE.match(str(value))
     if not m:
@@ -157,11 +185,12 @@ def parse_rate(value, where: str) -> float:
     return float(m.group(1)) * _SIZE_UNITS[unit]
 
 
-def _mapping(value, where: str) -> dict:
+def mapping(value, where: str, error: type[ConfigError] = ConfigValueError) -> dict:
+    """A YAML mapping (``{}`` for none), else ``error`` naming ``where``."""
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ConfigValueError(f"{where}: expected a mapping, got {type(value).__name__}")
+        raise error(f"{where}: expected a mapping, got {type(value).__name__}")
     return value
 
 
@@ -172,13 +201,55 @@ def _reject_unknown(data: dict, allowed: set[str], where: str) -> None:
 
 
 def parse_limits(data, where: str) -> Limits:
-    data = dict(_mapping(data, where))
+    data = dict(mapping(data, where))
     _reject_unknown(data, set(Limits.__dataclass_fields__), where)
     independent = data.pop("independent", False)
     independent = {"true": True, "false": False}.get(str(independent).lower(), independent)
     if not isinstance(independent, bool):
         raise ConfigValueError(f"{where}.independent: must be true or false")
     return Limits(independent=independent, **{k: parse_rate(v, f"{where}.{k}") for k, v in data.items()})
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A duplicate key is an error, not "the last one wins"."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def _list(value, where: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ConfigValueError(f"{where}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def check_target(target: Target, where: str) -> Target:
+    """The target with its directory resolved (symlinks, ``..``); refused if it is the system's own."""
+    directory = target.directory.resolve()
+    target = replace(target, directory=directory)
+    if target.destructive:
+        return target
+    reason = ""
+    if directory in SYSTEM_DIRS or any(directory == tree or tree in directory.parents for tree in SYSTEM_TREES):
+        reason = "is / or a system directory"
+    else:
+        try:
+            mode = os.stat(directory).st_mode
+        except OSError:
+            mode = 0
+        if stat.S_ISBLK(mode) or stat.S_ISCHR(mode):
+            reason = "is a device"
+    if reason:
+        raise UnsafeTargetError(f"{where}: directory {directory} {reason} (mark the target destructive to allow it)")
+    return target
 
 
 def load_config(path: str | Path | None, results_dir: str | None = None) -> Config:
@@ -192,60 +263,68 @@ def load_config(path: str | Path | None, results_dir: str | None = None) -> Conf
     return cfg
 
 
-def _parse_config(path: Path) -> Config:
-    src = str(path)
+def read_yaml(path: Path, error: type[ConfigError] = ConfigFileError):
+    """A YAML file's content; ``error`` (one line naming the file) if unreadable, not YAML or with a duplicate key."""
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader that refuses duplicate keys
     except OSError as exc:
-        raise ConfigFileError(f"{src}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigFileError(f"{src}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    data = _mapping(data, src)
+        raise error(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+
+
+def _parse_config(path: Path) -> Config:
+    src = str(path)
+    data = read_yaml(path)
+    data = mapping(data, src)
     top = {"results_dir", "jobs_dir", "scan_interval", "status_interval", "fio_binary", "listen_address", "targets", "schedule"}
     _reject_unknown(data, top, src)
     base = path.resolve().parent
 
-    def rel(p) -> Path:
-        p = Path(expand_env(str(p)))
-        return p if p.is_absolute() else base / p
+    def rel(p, where: str) -> Path:
+        text = expand_env(str(p), where)
+        if not text.strip():
+            raise ConfigValueError(f"{where}: empty path")
+        path = Path(text)
+        return path if path.is_absolute() else base / path
 
     targets = []
-    for i, t in enumerate(data.get("targets") or []):
+    for i, t in enumerate(_list(data.get("targets"), f"{src}: targets")):
         where = f"{src}: targets[{i}]"
-        t = _mapping(t, where)
+        t = mapping(t, where)
         _reject_unknown(t, {"name", "directory", "destructive", "limits", "sla_latency", "cgroup"}, where)
         if not t.get("name") or not t.get("directory"):
             raise ConfigValueError(f"{where}: 'name' and 'directory' are required")
         if not isinstance(t.get("destructive", False), bool):
             raise ConfigValueError(f"{where}.destructive: must be true or false")
-        targets.append(Target(
+        targets.append(check_target(Target(
             name=str(t["name"]),
-            directory=rel(t["directory"]),
+            directory=rel(t["directory"], f"{where}.directory"),
             destructive=t.get("destructive", False),
             limits=parse_limits(t.get("limits"), f"{where}.limits"),
             sla_latency_seconds=parse_duration(t.get("sla_latency", 0), f"{where}.sla_latency"),
             cgroup=str(t.get("cgroup", "")),
-        ))
+        ), where))
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise ConfigValueError(f"{src}: targets: duplicate name")
 
     cfg = Config(
         source=src,
-        results_dir=rel(data.get("results_dir", "results")),
-        jobs_dir=rel(data["jobs_dir"]) if "jobs_dir" in data else REPO_JOBS_DIR,
-        scan_interval_seconds=parse_duration(data.get("scan_interval", 5), f"{src}: scan_interval"),
-        status_interval_seconds=parse_duration(data.get("status_interval", 1), f"{src}: status_interval"),
+        results_dir=rel(data.get("results_dir", "results"), f"{src}: results_dir"),
+        jobs_dir=rel(data["jobs_dir"], f"{src}: jobs_dir") if "jobs_dir" in data else profiles_dir(),
+        scan_interval_seconds=parse_duration(data.get("scan_interval", 5), f"{src}: scan_interval", positive=True),
+        status_interval_seconds=parse_duration(data.get("status_interval", 1), f"{src}: status_interval", positive=True),
         fio_binary=str(data.get("fio_binary", "fio")),
         listen_address=str(data.get("listen_address", DEFAULT_LISTEN)),
         targets=tuple(targets),
     )
     schedule = []
-    for i, s in enumerate(data.get("schedule") or []):
+    for i, s in enumerate(_list(data.get("schedule"), f"{src}: schedule")):
         where = f"{src}: schedule[{i}]"
-        s = _mapping(s, where)
+        s = mapping(s, where)
         _reject_unknown(s, {"job", "target", "repeat", "idle", "start_delay", "every", "env"}, where)
         if not s.get("job") or not s.get("target"):
             raise ConfigValueError(f"{where}: 'job' and 'target' are required")
@@ -255,7 +334,7 @@ def _parse_config(path: Path) -> Config:
             raise ConfigValueError(f"{where}.repeat: must be a whole number >= 1")
         job = str(s["job"])
         if "/" in job or job.endswith(".fio"):  # a path, relative to the config file
-            job = str(rel(job))
+            job = str(rel(job, f"{where}.job"))
         schedule.append(ScheduleEntry(
             job=job,
             target=str(s["target"]),
@@ -263,6 +342,6 @@ def _parse_config(path: Path) -> Config:
             idle_seconds=parse_duration(s.get("idle", 60), f"{where}.idle"),
             start_delay_seconds=parse_duration(s.get("start_delay", 0), f"{where}.start_delay"),
             every_seconds=parse_duration(s.get("every", 0), f"{where}.every"),
-            env={str(k): str(v) for k, v in _mapping(s.get("env"), f"{where}.env").items()},
+            env={str(k): str(v) for k, v in mapping(s.get("env"), f"{where}.env").items()},
         ))
     return replace(cfg, schedule=tuple(schedule))

@@ -1,17 +1,35 @@
-"""HTTP endpoints: ``/`` landing page, ``/metrics``, ``/-/healthy`` (cheap, touches no store)."""
+"""HTTP endpoints: ``/`` landing page, ``/metrics``, ``/-/healthy`` (cheap, touches no store).
+
+The server holds against misbehaving clients: one selector thread accepts connections
+and reads request heads without blocking (TLS handshakes included); a connection that
+has not sent a whole head within ``timeout`` seconds is closed; complete requests go to
+a fixed pool of ``workers`` threads that run the WSGI app. So idle or half-sent
+connections cost a file descriptor each, never a thread, and scrapes keep answering.
+One request per connection (``Connection: close``); GET and HEAD only.
+"""
 
 from __future__ import annotations
 
+import io
+import ipaddress
 import logging
+import resource
+import selectors
+import socket
+import ssl
+import sys
+import threading
 import time
-from socketserver import ThreadingMixIn
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from . import __version__
 from .collector import Exposition
 from .collector.exporter import ScrapeTimer
+from .webconfig import WebConfig
 
 log = logging.getLogger("fioscope.http")
 
@@ -21,14 +39,12 @@ LANDING = f"""<html><head><title>fioscope</title></head><body>
 <ul><li><a href="metrics">/metrics</a></li><li><a href="-/healthy">/-/healthy</a></li></ul>
 </body></html>""".encode()
 
-
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - signature fixed by the base class
-        log.debug("%s " + format, self.client_address[0], *args)
+WORKERS = 16
+TIMEOUT_SECONDS = 5.0
+MAX_HEAD_BYTES = 16 * 1024
+ALLOWED_METHODS = ("GET", "HEAD")
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
+            431: "Request Header Fields Too Large", 500: "Internal Server Error"}
 
 
 def make_app(exposition: Exposition, timer: ScrapeTimer):
@@ -59,6 +75,209 @@ def parse_listen_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-def serve(exposition: Exposition, timer: ScrapeTimer, address: str) -> _ThreadingServer:
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class _Pending:
+    """A connection whose request head is still arriving."""
+
+    sock: socket.socket
+    address: tuple
+    deadline: float
+    handshaking: bool
+    web: WebConfig | None  # the settings in force when it connected
+    head: bytearray = field(default_factory=bytearray)
+
+
+class Server:
+    """Selector thread for accepting and reading heads, a bounded pool for answering."""
+
+    def __init__(self, app, host: str, port: int, web: WebConfig | None = None, workers: int = WORKERS,
+                 timeout: float = TIMEOUT_SECONDS):
+        self.app = app
+        self.web = web
+        self.timeout = timeout
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.listener = socket.create_server((host, port), family=family, backlog=1024)
+        self.listener.setblocking(False)
+        self.server_address = self.listener.getsockname()
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fioscope-http")
+        self.max_connections = max(64, min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 128))
+        self._selector = selectors.DefaultSelector()
+        self._pending: dict[int, _Pending] = {}
+        self._answering = 0  # handed to the pool, queued or running (bounded with the pending ones)
+        self._answering_lock = threading.Lock()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._web_checked = 0.0
+
+    # -- selector thread -------------------------------------------------------------------------
+    def serve_forever(self) -> None:
+        self._selector.register(self.listener, selectors.EVENT_READ, "accept")
+        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        next_sweep = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                for key, _ in self._selector.select(timeout=0.5):
+                    if key.data == "accept":
+                        self._accept()
+                    elif key.data != "wake":
+                        self._read(key.data)
+                now = time.monotonic()
+                if now >= next_sweep:
+                    next_sweep = now + 0.25
+                    for pending in [p for p in self._pending.values() if p.deadline <= now]:
+                        self._drop(pending)
+        finally:
+            for pending in list(self._pending.values()):
+                self._drop(pending)
+            self._selector.close()
+            self.listener.close()
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._wake_w.send(b"x")
+        self._stopped.wait(10)
+
+    def _refresh_web(self) -> None:
+        now = time.monotonic()
+        if self.web is not None and now - self._web_checked >= 1.0:
+            self._web_checked = now
+            self.web = self.web.reloaded()
+
+    def _accept(self) -> None:
+        self._refresh_web()
+        for _ in range(256):
+            try:
+                sock, address = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # EMFILE and friends: shed load, keep serving
+                log.warning("accept: %s", exc)
+                return
+            if len(self._pending) + self._answering >= self.max_connections:
+                sock.close()
+                continue
+            sock.setblocking(False)
+            web = self.web
+            if web and web.tls:
+                sock = web.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            pending = _Pending(sock, address, time.monotonic() + self.timeout, handshaking=bool(web and web.tls), web=web)
+            self._pending[sock.fileno()] = pending
+            self._selector.register(sock, selectors.EVENT_READ, pending)
+
+    def _read(self, pending: _Pending) -> None:
+        sock = pending.sock
+        try:
+            if pending.handshaking:
+                assert isinstance(sock, ssl.SSLSocket)
+                sock.do_handshake()
+                pending.handshaking = False
+                self._selector.modify(sock, selectors.EVENT_READ, pending)
+            while True:
+                data = sock.recv(65536)
+                if not data:
+                    return self._drop(pending)
+                pending.head += data
+                if b"\r\n\r\n" in pending.head or b"\n\n" in pending.head:
+                    return self._dispatch(pending)
+                if len(pending.head) > MAX_HEAD_BYTES:
+                    return self._dispatch(pending)  # answered 431 by a worker
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return None
+        except ssl.SSLWantWriteError:
+            self._selector.modify(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, pending)
+            return None
+        except (OSError, ValueError) as exc:  # reset, TLS handshake failure (plain HTTP to a TLS port) ...
+            log.debug("%s: %s", pending.address[0], exc)
+            return self._drop(pending)
+
+    def _forget(self, pending: _Pending) -> None:
+        self._pending.pop(pending.sock.fileno(), None)
+        try:
+            self._selector.unregister(pending.sock)
+        except (KeyError, ValueError):
+            pass
+
+    def _drop(self, pending: _Pending) -> None:
+        self._forget(pending)
+        pending.sock.close()
+
+    def _dispatch(self, pending: _Pending) -> None:
+        self._forget(pending)
+        pending.sock.setblocking(True)
+        pending.sock.settimeout(self.timeout)
+        with self._answering_lock:
+            self._answering += 1
+        self.pool.submit(self._answer, pending.sock, bytes(pending.head), pending.address, pending.web)
+
+    # -- worker threads --------------------------------------------------------------------------
+    def _answer(self, sock: socket.socket, head: bytes, address: tuple, web: WebConfig | None) -> None:
+        try:
+            self._respond(sock, head, address, web)
+        except Exception as exc:  # noqa: BLE001 - one bad request must never take a worker down
+            log.debug("%s: %s", address[0], exc)
+        finally:
+            sock.close()
+            with self._answering_lock:
+                self._answering -= 1
+
+    def _respond(self, sock: socket.socket, head: bytes, address: tuple, web: WebConfig | None) -> None:
+        if len(head) > MAX_HEAD_BYTES and b"\n\n" not in head.replace(b"\r\n", b"\n"):
+            return self._send(sock, 431, [], b"request head too large\n", "GET", web)
+        lines = head.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0].decode("latin-1").split("\n")
+        parts = lines[0].split()
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            return self._send(sock, 400, [], b"bad request\n", "GET", web)
+        method, target, version = parts
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if sep:
+                headers[name.strip().lower()] = value.strip()
+        if method not in ALLOWED_METHODS:
+            return self._send(sock, 405, [("Allow", ", ".join(ALLOWED_METHODS))], b"method not allowed\n", method, web)
+        if web and not web.authorized(headers.get("authorization")):
+            return self._send(sock, 401, [("WWW-Authenticate", 'Basic realm="fioscope"')], b"Unauthorized\n", method, web)
+        url = urlsplit(target)
+        environ = {
+            "REQUEST_METHOD": method, "PATH_INFO": unquote(url.path or "/"), "QUERY_STRING": url.query,
+            "SERVER_NAME": str(self.server_address[0]), "SERVER_PORT": str(self.server_address[1]),
+            "SERVER_PROTOCOL": version, "REMOTE_ADDR": str(address[0]), "SCRIPT_NAME": "",
+            "wsgi.version": (1, 0), "wsgi.url_scheme": "https" if web and web.tls else "http",
+            "wsgi.input": io.BytesIO(), "wsgi.errors": sys.stderr, "wsgi.multithread": True,
+            "wsgi.multiprocess": False, "wsgi.run_once": False,
+            **{"HTTP_" + k.upper().replace("-", "_"): v for k, v in headers.items()},
+        }
+        status: list = []
+
+        def start_response(status_line, response_headers, exc_info=None):
+            status[:] = [status_line, response_headers]
+
+        body = b"".join(self.app(environ, start_response))
+        code = int(status[0].split()[0])
+        return self._send(sock, code, list(status[1]), body, method, web)
+
+    @staticmethod
+    def _send(sock: socket.socket, code: int, headers: list, body: bytes, method: str, web: WebConfig | None) -> None:
+        headers = [h for h in headers if h[0].lower() not in ("content-length", "connection")]
+        if not any(h[0].lower() == "content-type" for h in headers):
+            headers.append(("Content-Type", "text/plain; charset=utf-8"))
+        headers += [("Content-Length", str(len(body))), ("Connection", "close")] + (web.headers if web else [])
+        out = f"HTTP/1.1 {code} {_REASONS.get(code, 'Unknown')}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
+        sock.sendall(out.encode("latin-1") + (b"" if method == "HEAD" else body))
+
+
+def serve(exposition: Exposition, timer: ScrapeTimer, address: str, web: WebConfig | None = None) -> Server:
     host, port = parse_listen_address(address)
-    return make_server(host, port, make_app(exposition, timer), server_class=_ThreadingServer, handler_class=_QuietHandler)
+    return Server(make_app(exposition, timer), host, port, web)

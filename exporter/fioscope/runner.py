@@ -49,7 +49,7 @@ class Runner:
         """Resolve, parse and safety-check a job; raises a ConfigError subclass."""
         path = resolve_job(job, self.config.jobs_dir)
         jobfile = load_job(path, {**(env or {}), "TARGET_DIR": str(target.directory)})
-        check_safe(jobfile, target)
+        check_safe(jobfile, target, self.config.fio_binary)
         return jobfile
 
     def run(self, job: str, target: Target, env: dict[str, str] | None = None) -> RunOutcome:
@@ -92,7 +92,7 @@ class Runner:
         try:
             self._process = subprocess.Popen(
                 cmd, cwd=target.directory, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env={**os.environ, **jobfile.defaults, **env}, text=True, bufsize=1, preexec_fn=join,
+                env=jobfile.environment, text=True, bufsize=1, preexec_fn=join,
             )
         except (OSError, subprocess.SubprocessError) as exc:
             outcome.message = f"cannot start {self.config.fio_binary}: {getattr(exc, 'strerror', None) or exc}"

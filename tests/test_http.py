@@ -1,0 +1,89 @@
+"""The HTTP surface against misbehaving clients, on a real ``fioscope serve`` process."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import free_port, http_get, wait_for
+
+THREAD_BOUND = 32  # the serving pool (16) plus main, scan, scheduler and interpreter threads
+
+
+@pytest.fixture
+def server(tmp_path):
+    port = free_port()
+    (tmp_path / "results").mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "fioscope", "serve", "--results.dir", str(tmp_path / "results"),
+                             "--web.listen-address", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: http_get(f"http://127.0.0.1:{port}/-/healthy"), timeout=20, what="the exporter")
+        yield proc, port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError("no Threads line")
+
+
+def raw(port: int, request: bytes, timeout: float = 5) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(request)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+        return out
+
+
+def test_scrapes_answer_while_idle_and_half_sent_connections_are_held(server):
+    proc, port = server
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(500)]
+    half = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]
+    for s in half:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nUser-Agent: slow")
+    try:
+        time.sleep(0.3)  # let the server accept them all
+        worst = 0.0
+        for _ in range(50):
+            started = time.perf_counter()
+            body = http_get(f"http://127.0.0.1:{port}/metrics", timeout=2)
+            worst = max(worst, time.perf_counter() - started)
+            assert "fioscope_up 1.0" in body
+        assert worst < 0.1, f"slowest scrape {worst * 1000:.0f} ms"
+        assert threads(proc.pid) <= THREAD_BOUND, threads(proc.pid)
+        # idle and half-sent connections are closed by the server after a few seconds
+        for s in (idle[0], half[0]):
+            s.settimeout(10)
+            started = time.monotonic()
+            assert s.recv(1024) == b""
+            assert time.monotonic() - started < 8
+    finally:
+        for s in idle + half:
+            s.close()
+    assert threads(proc.pid) <= THREAD_BOUND
+
+
+def test_head_has_no_body_and_other_methods_get_405(server):
+    _, port = server
+    get = raw(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    head = raw(port, b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    get_body = get.split(b"\r\n\r\n", 1)[1]
+    head_head, head_body = head.split(b"\r\n\r\n", 1)
+    assert head_head.startswith(b"HTTP/1.1 200") and head_body == b""
+    length = int(head_head.split(b"Content-Length: ", 1)[1].split(b"\r\n", 1)[0])
+    assert abs(length - len(get_body)) < 64 and b"# TYPE fioscope_up gauge" in get_body  # a render's own timing varies
+    for method in (b"POST", b"PUT", b"DELETE", b"OPTIONS"):
+        answer = raw(port, method + b" /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+        assert answer.startswith(b"HTTP/1.1 405"), answer
+        assert b"\r\nAllow: GET, HEAD\r\n" in answer
+    assert raw(port, b"garbage\r\n\r\n").startswith(b"HTTP/1.1 400")
+    assert raw(port, b"GET /nope HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 404")

@@ -1,0 +1,71 @@
+"""An installed fioscope carries its profiles: built as the image builds it, installed in a fresh venv, run outside the repo."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+pytestmark = pytest.mark.e2e  # builds a wheel (setuptools from the index) and a venv: ~15 s
+
+
+def docker_build_context(dest: Path) -> Path:
+    """What the Dockerfile's build stage has in /src: its COPY lines, replayed (links kept as links)."""
+    copies = re.findall(r"^COPY (?!--)(\S+) (\S+)$", (REPO / "exporter" / "Dockerfile").read_text().split("\nFROM ")[1], re.MULTILINE)
+    assert copies, "the build stage copies the sources"
+    for source, target in copies:
+        src, out = REPO / source.rstrip("/"), dest / target.rstrip("/")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, out, symlinks=True, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        else:
+            shutil.copy2(src, out)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("pkg")
+    context = docker_build_context(work / "src")
+    # as the image does it: pip builds the wheel in its own build environment (setuptools from the index)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
+                    str(work / "wheels"), str(context / "exporter")], check=True, cwd=context)
+    [wheel] = (work / "wheels").glob("fioscope-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {f"fioscope/profiles/{p.name}" for p in (REPO / "fio-jobs").glob("*.fio")} <= set(names)
+    assert "fioscope/alerts-config.yaml" in names
+    venv = work / "venv"
+    # system site packages give prometheus_client and PyYAML without a download
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--no-deps", "--no-index", str(wheel)], check=True)
+    return venv / "bin" / "fioscope"
+
+
+def run_outside(fioscope: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FIOSCOPE_JOBS_DIR")}
+    return subprocess.run([str(fioscope), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120, check=False)
+
+
+def test_installed_fioscope_runs_a_profile_from_anywhere(installed, tmp_path):
+    target, results = tmp_path / "target", tmp_path / "results"
+    target.mkdir()
+    proc = run_outside(installed, "run", "etcd-wal", "--target.dir", str(target), "--results.dir", str(results),
+                       "--env", "SIZE=2m", cwd=tmp_path)
+    assert "no such job file" not in proc.stderr
+    assert re.search(r"fdatasync p99 .*: (pass|FAIL)$", proc.stdout, re.MULTILINE), proc.stdout + proc.stderr
+    assert list(results.glob("etcd-wal-*.json"))
+
+
+def test_installed_check_lists_the_profiles(installed, tmp_path):
+    proc = run_outside(installed, "check", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert all(p.stem in proc.stdout for p in (REPO / "fio-jobs").glob("*.fio")), proc.stdout
+    assert str(REPO) not in run_outside(installed.parent / "python", "-c", "import fioscope; print(fioscope.__file__)",
+                                        cwd=tmp_path).stdout

@@ -1,0 +1,202 @@
+"""--web.config.file: TLS and basic auth in the exporter-toolkit format, on real processes (fioscope and node_exporter)."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import shutil
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import free_port, wait_for
+
+PASSWORD = "correct horse battery staple"
+
+
+def bcrypt_hash(password: str) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt
+
+    return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1024)).replace("$2b$", "$2y$")  # htpasswd's prefix
+
+
+@pytest.fixture(scope="module")
+def web_config(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("web")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(d / "server.key"),
+                    "-out", str(d / "server.crt")], check=True, capture_output=True)
+    path = d / "web.yml"
+    path.write_text(yaml.safe_dump({
+        "tls_server_config": {"cert_file": "server.crt", "key_file": "server.key"},  # relative to the file
+        "basic_auth_users": {"prometheus": bcrypt_hash(PASSWORD)},
+        "http_server_config": {"headers": {"X-Content-Type-Options": "nosniff"}},
+    }))
+    return path
+
+
+def tls_context(web_config: Path) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(web_config.parent / "server.crt"))
+
+
+def get(url: str, context: ssl.SSLContext | None, user: str | None = None, password: str | None = None):
+    request = urllib.request.Request(url)
+    if user is not None:
+        request.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=context) as resp:
+            return resp.status, resp.read().decode(), dict(resp.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(), dict(exc.headers)
+
+
+def start(argv: list[str], port: int, web_config: Path, tmp_path: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    wait_for(lambda: get(f"https://127.0.0.1:{port}/metrics", tls_context(web_config))[0] == 401, timeout=20,
+             what=f"{argv[0]} on TLS")
+    return proc
+
+
+def fioscope_serve(port: int, web_config: Path, tmp_path: Path, host: str = "127.0.0.1") -> list[str]:
+    return [sys.executable, "-m", "fioscope", "serve", "--results.dir", str(tmp_path / "results"),
+            "--web.listen-address", f"{host}:{port}", "--web.config.file", str(web_config)]
+
+
+NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+
+
+@pytest.mark.parametrize("exporter", ["fioscope", "node_exporter"])
+def test_one_web_config_secures_fioscope_and_node_exporter(exporter, web_config, tmp_path):
+    if exporter == "node_exporter" and not NODE_EXPORTER:
+        pytest.skip("node_exporter not installed")
+    port = free_port()
+    argv = fioscope_serve(port, web_config, tmp_path) if exporter == "fioscope" else \
+        [NODE_EXPORTER, f"--web.listen-address=127.0.0.1:{port}", f"--web.config.file={web_config}",
+         "--collector.disable-defaults", "--collector.loadavg"]
+    proc = start(argv, port, web_config, tmp_path)
+    try:
+        url, context = f"https://127.0.0.1:{port}/metrics", tls_context(web_config)
+        status, body, headers = get(url, context, "prometheus", PASSWORD)
+        assert status == 200 and ("fioscope_up 1.0" in body or "node_load1" in body)
+        assert headers.get("X-Content-Type-Options") == "nosniff"
+        for user, password in (("prometheus", "wrong"), ("nobody", PASSWORD), (None, None), ("prometheus", "")):
+            status, _, headers = get(url, context, user, password)
+            assert status == 401, (user, password)
+        # plain HTTP to the TLS port gets no metrics
+        try:
+            status, body, _ = get(f"http://127.0.0.1:{port}/metrics", None, "prometheus", PASSWORD)
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError):
+            pass
+        else:
+            assert status == 400 and "fioscope_up" not in body and "node_load1" not in body
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _first_log_lines(argv: list[str], port: int, cwd: Path, context: ssl.SSLContext | None) -> str:
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd)
+    try:
+        scheme = "https" if context else "http"
+        wait_for(lambda: get(f"{scheme}://127.0.0.1:{port}/-/healthy", context)[0] in (200, 401), timeout=20, what="listening")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    return err
+
+
+def test_listening_beyond_loopback_without_web_config_warns(web_config, tmp_path):
+    port = free_port()
+    plain = [sys.executable, "-m", "fioscope", "serve", "--results.dir", str(tmp_path / "results"), "--web.listen-address", f"0.0.0.0:{port}"]
+    assert "beyond loopback without TLS or authentication" in _first_log_lines(plain, port, tmp_path, None)
+    port = free_port()
+    secured = _first_log_lines(fioscope_serve(port, web_config, tmp_path, "0.0.0.0"), port, tmp_path, tls_context(web_config))
+    assert "beyond loopback" not in secured and "https://" in secured
+    port = free_port()
+    loopback = [*plain[:-1], f"127.0.0.1:{port}"]
+    assert "beyond loopback" not in _first_log_lines(loopback, port, tmp_path, None)
+
+
+@pytest.mark.parametrize("content,message", [
+    ({"tls_server_config": {"cert_file": "server.crt", "key_file": "server.key"}, "basic_auth": {}}, "unknown key 'basic_auth'"),
+    ({"tls_server_config": {"cert_file": "server.crt", "key_file": "server.key", "cipher_suites": ["TLS_AES_128_GCM_SHA256"]}},
+     "cipher_suites: Go cipher suite names are not supported"),
+    ({"basic_auth_users": {"prometheus": "plaintext"}}, "basic_auth_users.prometheus: not a bcrypt hash"),
+    ({"tls_server_config": {"cert_file": "missing.crt", "key_file": "server.key"}}, "cannot load the certificate and key"),
+    ({"tls_server_config": {"cert_file": "server.crt", "key_file": "server.key", "min_version": "TLS9"}}, "min_version: 'TLS9'"),
+])
+def test_bad_web_config_is_one_line_exit_2(content, message, web_config, tmp_path):
+    path = web_config.parent / f"bad-{abs(hash(message))}.yml"
+    path.write_text(yaml.safe_dump(content))
+    proc = subprocess.run(fioscope_serve(free_port(), path, tmp_path), capture_output=True, text=True, timeout=30, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0] and str(path) in lines[0], proc.stderr
+
+
+def test_prometheus_scrapes_fioscope_over_tls_with_basic_auth(web_config, tmp_path):
+    """The ecosystem's own client: Prometheus with tls_config and basic_auth; a wrong password is a failed scrape."""
+    import json
+    import urllib.parse
+
+    port, prom_port = free_port(), free_port()
+    proc = start(fioscope_serve(port, web_config, tmp_path), port, web_config, tmp_path)
+    (tmp_path / "right").write_text(PASSWORD)
+    (tmp_path / "wrong").write_text("wrong")
+
+    def job(name: str, password_file: str) -> dict:
+        return {"job_name": name, "scheme": "https", "scrape_interval": "1s",
+                "tls_config": {"ca_file": str(web_config.parent / "server.crt")},
+                "basic_auth": {"username": "prometheus", "password_file": str(tmp_path / password_file)},
+                "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
+
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({"scrape_configs": [job("right", "right"), job("wrong", "wrong")]}))
+    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{prom_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def query(expr: str) -> dict:
+            url = f"http://127.0.0.1:{prom_port}/api/v1/query?query={urllib.parse.quote(expr)}"
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return {r["metric"]["job"]: float(r["value"][1]) for r in json.load(resp)["data"]["result"]}
+
+        values = wait_for(lambda: (v := query("up")) and len(v) == 2 and v, timeout=30, what="both scrapes")
+        assert values == {"right": 1.0, "wrong": 0.0}
+        assert wait_for(lambda: query("fioscope_up"), timeout=10, what="fioscope_up") == {"right": 1.0}
+    finally:
+        prom.terminate()
+        proc.terminate()
+        prom.wait(timeout=10)
+        proc.wait(timeout=10)
+
+
+def test_changed_web_config_takes_effect_without_restart(web_config, tmp_path):
+    path = tmp_path / "web.yml"
+    for name in ("server.crt", "server.key"):
+        shutil.copy(web_config.parent / name, tmp_path / name)
+    settings = yaml.safe_load(web_config.read_text())
+    path.write_text(yaml.safe_dump(settings))
+    port = free_port()
+    proc = start(fioscope_serve(port, path, tmp_path), port, web_config, tmp_path)
+    try:
+        url, context = f"https://127.0.0.1:{port}/metrics", tls_context(web_config)
+        assert get(url, context, "prometheus", PASSWORD)[0] == 200
+        settings["basic_auth_users"] = {"rotated": bcrypt_hash("new secret")}
+        path.write_text(yaml.safe_dump(settings))
+        wait_for(lambda: get(url, context, "rotated", "new secret")[0] == 200, timeout=10, what="the new user")
+        assert get(url, context, "prometheus", PASSWORD)[0] == 401
+        path.write_text("basic_auth_users: [broken\n")  # does not load: the previous settings stay
+        time.sleep(1.5)
+        assert get(url, context, "rotated", "new secret")[0] == 200
+        assert get(url, context)[0] == 401
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert "keeping the previous web config" in err
