@@ -224,6 +224,15 @@ def test_node_exporter_host_patch_applies_to_kube_prometheus_servicemonitor(tmp_
     assert {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "host", "action": "replace"} in relabelings
 
 
+def test_objects_fit_kubectl_apply(rendered):
+    # `kubectl apply -k` keeps each object in its last-applied-configuration annotation: at most 256 KiB
+    for name, docs in rendered.items():
+        namespaced = [d for d in docs if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding")]
+        assert {d["metadata"].get("namespace") for d in namespaced} == {"fioscope"}, name
+        for doc in docs:
+            assert len(json.dumps(doc, separators=(",", ":"))) < 256 * 1024 - 1024, f"{name}: {doc['kind']} {doc['metadata']['name']}"
+
+
 # ---------------------------------------------------------------------------- rules
 def _rule_strings(node, swap):
     """Every string in a rule structure with ``swap`` applied (selectors back to the stack's)."""
@@ -348,9 +357,13 @@ def test_daemonset_runs_the_image_exporter_dockerfile_builds(rendered):
         assert schedule["results_dir"] == "/var/lib/fioscope/results"
         assert [t["directory"] for t in schedule["targets"]] == ["/var/lib/fioscope/target"]
         assert config_file == "fioscope.yaml"
-        # kube-rbac-proxy forwards to the exporter's loopback port
+        # kube-rbac-proxy forwards to the exporter's loopback port; only the probe's path skips authorization
+        # (kube-rbac-proxy refuses to start with both --allow-paths and --ignore-paths)
         proxy = container(spec, "kube-rbac-proxy")
         assert f"--upstream=http://{args.listen_address}/" in proxy["args"]
+        flags = dict(arg.split("=", 1) for arg in proxy["args"])
+        assert flags["--ignore-paths"] == proxy["readinessProbe"]["httpGet"]["path"] == "/-/healthy"
+        assert "--allow-paths" not in flags
         # the init container hands the same directories to the image's user, nothing else
         init = container(spec, "own-directories", init=True)
         assert init["image"] == compose["image"]
