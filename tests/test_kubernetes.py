@@ -99,11 +99,16 @@ def test_generated_files_are_committed():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_builtin_objects_validate_against_kubernetes_schemas(rendered):
+@pytest.fixture(scope="module")
+def kubernetes_validate():
     try:
         import kubernetes_validate
     except ImportError:
         _needed(False, "kubernetes-validate (pip)")
+    return kubernetes_validate
+
+
+def test_builtin_objects_validate_against_kubernetes_schemas(rendered, kubernetes_validate):
     checked = set()
     for name, docs in rendered.items():
         for doc in docs:
@@ -118,9 +123,7 @@ def test_builtin_objects_validate_against_kubernetes_schemas(rendered):
             "DaemonSet", "Service", "ConfigMap"} <= checked
 
 
-def test_kubernetes_schema_check_can_fail():
-    import kubernetes_validate
-
+def test_kubernetes_schema_check_can_fail(kubernetes_validate):
     bad = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}, "spec": {"clusterIp": "None"}}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, KUBERNETES_VERSION, strict=True)
