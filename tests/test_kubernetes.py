@@ -17,6 +17,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -392,6 +393,70 @@ def test_pod_runs_without_privileges(rendered):
             else:
                 assert "add" not in sc["capabilities"] and sc.get("runAsUser", spec["securityContext"]["runAsUser"]) != 0
         assert all(v["hostPath"]["path"] not in ("/", "/var/lib/etcd") for v in spec["volumes"] if "hostPath" in v)
+
+
+def _setpriv(security: dict, uid: int, gid: int) -> list[str]:
+    """The container's user, capabilities and no_new_privs as setpriv(1) applies them to one process."""
+    caps = ",".join(["-all"] + [f"+{c.lower()}" for c in security["capabilities"].get("add", [])])
+    argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", f"--inh-caps={caps}", f"--bounding-set={caps}"]
+    return argv + (["--no-new-privs"] if security["allowPrivilegeEscalation"] is False else [])
+
+
+@pytest.fixture
+def node_dir():
+    """A directory the pod's user can reach, as a hostPath's parents are (pytest's tmp_path is 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="fioscope-k8s-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+def test_the_pod_s_privileges_are_enough_for_the_chown_and_for_fio(rendered, node_dir):
+    """The init container's chown and fio's etcd-wal run with exactly the user, capabilities and
+    writable paths the manifest grants (setpriv, and a mount namespace with / read-only), on a
+    directory as a hostPath DirectoryOrCreate leaves it: root-owned, 0755."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop to the pod's users and make / read-only in a mount namespace")
+    for tool in ("setpriv", "unshare", "fio"):
+        require(tool)
+    spec = pod_spec(rendered["overlays/control-plane"])
+    init, main = container(spec, "own-directories", init=True), container(spec, "fioscope")
+    host = {m["mountPath"]: node_dir / m["name"] for m in main["volumeMounts"] if m["name"] in ("target", "results")}
+    for directory in host.values():
+        directory.mkdir(mode=0o755)
+    (host["/var/lib/fioscope/target"] / "left-alone").write_text("root's")
+    pod_user = (spec["securityContext"]["runAsUser"], spec["securityContext"]["runAsGroup"])
+    job = resolve_profile("etcd-wal")
+
+    def fio() -> subprocess.CompletedProcess:
+        target = host["/var/lib/fioscope/target"]
+        script = (f"mount --make-rprivate / && mount --bind {target} {target} && mount -o remount,bind,ro / && "
+                  f"exec {shlex.join(_setpriv(main['securityContext'], *pod_user))} fio --output-format=json {job}")
+        assert main["securityContext"]["readOnlyRootFilesystem"] is True
+        return subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True, text=True, check=False, timeout=120,
+                              env={**os.environ, "TARGET_DIR": str(target), "SIZE": "1m", "MAX_RUNTIME": "60"})
+
+    denied = fio()  # without the init container, uid 10001 cannot write the directory
+    assert denied.returncode != 0 and "Permission denied" in denied.stderr, denied.stderr
+    chown = [arg if arg not in host else str(host[arg]) for arg in init["command"]]
+    without_cap = _setpriv({**init["securityContext"], "capabilities": {"drop": ["ALL"]}}, 0, 0)
+    assert subprocess.run(without_cap + chown, capture_output=True, check=False).returncode != 0  # CAP_CHOWN is needed ...
+    proc = subprocess.run(_setpriv(init["securityContext"], 0, 0) + chown, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr  # ... and enough
+    assert {(d.stat().st_uid, d.stat().st_gid) for d in host.values()} == {pod_user}
+    assert (host["/var/lib/fioscope/target"] / "left-alone").stat().st_uid == 0  # not recursive
+    proc = fio()
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)["jobs"][0]
+    assert report["error"] == 0 and report["sync"]["lat_ns"]["percentile"]["99.000000"] > 0
+    assert all(p.stat().st_uid == pod_user[0] for p in host["/var/lib/fioscope/target"].glob("etcd-wal.*"))
+
+
+def resolve_profile(name: str) -> Path:
+    from fioscope.jobs import resolve_job
+    from fioscope.resources import profiles_dir
+
+    return resolve_job(name, profiles_dir())
 
 
 def test_overlays_select_nodes_and_target_directories(rendered):
