@@ -32,10 +32,12 @@ bench: setup
 generate:
 	$(PYTHON) alerts/generate.py
 	$(PYTHON) dashboards/generate.py
+	$(PYTHON) deploy/kubernetes/generate.py
 
 check-generated:
 	$(PYTHON) alerts/generate.py --check
 	$(PYTHON) dashboards/generate.py --check
+	$(PYTHON) deploy/kubernetes/generate.py --check
 
 # a random Grafana admin password, only if none is set (compose refuses to start without one)
 secret:

@@ -12,3 +12,24 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 python3 -m pip install -q --disable-pip-version-check -e "exporter[test]" -r dashboards/requirements.txt
+
+# Kubernetes manifests (deploy/kubernetes), checked offline by tests/test_kubernetes.py:
+# the Kubernetes JSON schemas (kubernetes-validate), the prometheus-operator CRDs (a Go module
+# carries them: example/prometheus-operator-crd/) and kustomize, all into one cache directory.
+K8S_CACHE="${FIOSCOPE_K8S_CACHE:-$HOME/.cache/fioscope/kubernetes}"
+PROMETHEUS_OPERATOR_VERSION=v0.79.2
+KUSTOMIZE_VERSION=v5.5.0
+python3 -m pip install -q --disable-pip-version-check "kubernetes-validate==1.37.0" "jsonschema>=4"
+if command -v go >/dev/null 2>&1; then
+  crds="$K8S_CACHE/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION"
+  if [ ! -s "$crds/monitoring.coreos.com_prometheusrules.yaml" ]; then
+    dir=$(cd /tmp && go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
+          | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+    mkdir -p "$crds" && cp "$dir"/example/prometheus-operator-crd/*.yaml "$crds/"
+  fi
+  if [ ! -x "$K8S_CACHE/bin/kustomize" ]; then
+    (cd /tmp && GOBIN="$K8S_CACHE/bin" go install "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION")
+  fi
+else
+  echo "setup.sh: no Go toolchain: the Kubernetes manifest tests will skip (CI fails them)" >&2
+fi
