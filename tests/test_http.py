@@ -87,3 +87,27 @@ def test_head_has_no_body_and_other_methods_get_405(server):
         assert b"\r\nAllow: GET, HEAD\r\n" in answer
     assert raw(port, b"garbage\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert raw(port, b"GET /nope HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 404")
+
+
+def test_an_app_error_is_a_500_and_the_server_keeps_serving():
+    import threading
+
+    from fioscope.http import Server
+
+    def app(environ, start_response):
+        if environ["PATH_INFO"] == "/boom":
+            raise RuntimeError("boom")
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"fine\n"]
+
+    server = Server(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        assert raw(port, b"GET /boom HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 500")
+        assert raw(port, b"GET /ok HTTP/1.1\r\n\r\n").endswith(b"\r\n\r\nfine\n")
+    finally:
+        server.shutdown()
+    thread.join(5)
+    assert not thread.is_alive()

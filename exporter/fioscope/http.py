@@ -264,7 +264,11 @@ class Server:
         def start_response(status_line, response_headers, exc_info=None):
             status[:] = [status_line, response_headers]
 
-        body = b"".join(self.app(environ, start_response))
+        try:
+            body = b"".join(self.app(environ, start_response))
+        except Exception:
+            log.exception("%s %s", method, target)
+            return self._send(sock, 500, [], b"internal error\n", method, web)
         code = int(status[0].split()[0])
         return self._send(sock, code, list(status[1]), body, method, web)
 
