@@ -87,3 +87,71 @@ def test_head_has_no_body_and_other_methods_get_405(server):
         assert b"\r\nAllow: GET, HEAD\r\n" in answer
     assert raw(port, b"garbage\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert raw(port, b"GET /nope HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 404")
+
+
+def test_an_app_error_is_a_500_and_the_server_keeps_serving():
+    import threading
+
+    from fioscope.http import Server
+
+    def app(environ, start_response):
+        if environ["PATH_INFO"] == "/boom":
+            raise RuntimeError("boom")
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"fine\n"]
+
+    server = Server(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        assert raw(port, b"GET /boom HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 500")
+        assert raw(port, b"GET /ok HTTP/1.1\r\n\r\n").endswith(b"\r\n\r\nfine\n")
+    finally:
+        server.shutdown()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_clients_that_never_read_their_answer_hold_no_worker():
+    """40 clients ask for 8 MiB and never read: with the pool writing, all 16 workers would be stuck in send."""
+    import threading
+
+    from fioscope.http import Server
+
+    big = b"x" * (8 << 20)
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [big if environ["PATH_INFO"] == "/big" else b"fine\n"]
+
+    server = Server(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    stuck = []
+    try:
+        port = server.server_address[1]
+        late = socket.create_connection(("127.0.0.1", port))  # reads, but only after the others block
+        late.sendall(b"GET /big HTTP/1.1\r\n\r\n")
+        for _ in range(40):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"GET /big HTTP/1.1\r\n\r\n")
+            stuck.append(s)
+        time.sleep(1)
+        started = time.perf_counter()
+        assert raw(port, b"GET /ok HTTP/1.1\r\n\r\n").endswith(b"\r\n\r\nfine\n")
+        assert time.perf_counter() - started < 0.5
+        assert threading.active_count() <= THREAD_BOUND
+        # the answers are still on their way: a reader that finally reads gets all of it
+        late.settimeout(10)
+        got = bytearray()
+        while chunk := late.recv(1 << 20):
+            got += chunk
+        late.close()
+        assert got.endswith(b"\r\n\r\n" + big)
+    finally:
+        for s in stuck:
+            s.close()
+        server.shutdown()

@@ -1,9 +1,10 @@
 """HTTP endpoints: ``/`` landing page, ``/metrics``, ``/-/healthy`` (cheap, touches no store).
 
-The server holds against misbehaving clients: one selector thread accepts connections
-and reads request heads without blocking (TLS handshakes included); a connection that
-has not sent a whole head within ``timeout`` seconds is closed; complete requests go to
-a fixed pool of ``workers`` threads that run the WSGI app. So idle or half-sent
+The server holds against misbehaving clients: one selector thread accepts connections,
+reads request heads and writes responses without blocking (TLS handshakes included); a
+connection that has not sent a whole head within ``timeout`` seconds, or not taken its
+answer within ``WRITE_TIMEOUT_SECONDS``, is closed; complete requests go to a fixed pool of
+``workers`` threads that only run the WSGI app. So idle, half-sent or never-reading
 connections cost a file descriptor each, never a thread, and scrapes keep answering.
 One request per connection (``Connection: close``); GET and HEAD only.
 """
@@ -41,6 +42,7 @@ LANDING = f"""<html><head><title>fioscope</title></head><body>
 
 WORKERS = 16
 TIMEOUT_SECONDS = 5.0
+WRITE_TIMEOUT_SECONDS = 30.0
 MAX_HEAD_BYTES = 16 * 1024
 ALLOWED_METHODS = ("GET", "HEAD")
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
@@ -86,7 +88,7 @@ def is_loopback(host: str) -> bool:
 
 @dataclass
 class _Pending:
-    """A connection whose request head is still arriving."""
+    """A connection held by the selector: its request head arriving, or its answer leaving (``out``)."""
 
     sock: socket.socket
     address: tuple
@@ -94,6 +96,7 @@ class _Pending:
     handshaking: bool
     web: WebConfig | None  # the settings in force when it connected
     head: bytearray = field(default_factory=bytearray)
+    out: list[memoryview] | None = None
 
 
 class Server:
@@ -114,7 +117,9 @@ class Server:
         self._pending: dict[int, _Pending] = {}
         self._answering = 0  # handed to the pool, queued or running (bounded with the pending ones)
         self._answering_lock = threading.Lock()
+        self._answered: list[_Pending] = []  # from the pool, for the selector to write (under _answering_lock)
         self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
         self._stop = threading.Event()
         self._stopped = threading.Event()
         self._web_checked = 0.0
@@ -129,7 +134,11 @@ class Server:
                 for key, _ in self._selector.select(timeout=0.5):
                     if key.data == "accept":
                         self._accept()
-                    elif key.data != "wake":
+                    elif key.data == "wake":
+                        self._take_answers()
+                    elif key.data.out is not None:
+                        self._write(key.data)
+                    else:
                         self._read(key.data)
                 now = time.monotonic()
                 if now >= next_sweep:
@@ -202,6 +211,34 @@ class Server:
             log.debug("%s: %s", pending.address[0], exc)
             return self._drop(pending)
 
+    def _take_answers(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+        with self._answering_lock:
+            answered, self._answered = self._answered, []
+        for pending in answered:
+            self._pending[pending.sock.fileno()] = pending
+            self._write(pending)
+
+    def _write(self, pending: _Pending) -> None:
+        out = pending.out or []
+        try:
+            while out:
+                sent = pending.sock.send(out[0][:65536])
+                out[0] = out[0][sent:]
+                if not out[0]:
+                    out.pop(0)
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            if pending.sock.fileno() not in self._selector.get_map():
+                self._selector.register(pending.sock, selectors.EVENT_WRITE, pending)
+            return
+        except OSError as exc:
+            log.debug("%s: %s", pending.address[0], exc)
+        self._drop(pending)
+
     def _forget(self, pending: _Pending) -> None:
         self._pending.pop(pending.sock.fileno(), None)
         try:
@@ -215,30 +252,33 @@ class Server:
 
     def _dispatch(self, pending: _Pending) -> None:
         self._forget(pending)
-        pending.sock.setblocking(True)
-        pending.sock.settimeout(self.timeout)
         with self._answering_lock:
             self._answering += 1
-        self.pool.submit(self._answer, pending.sock, bytes(pending.head), pending.address, pending.web)
+        self.pool.submit(self._answer, pending)
 
     # -- worker threads --------------------------------------------------------------------------
-    def _answer(self, sock: socket.socket, head: bytes, address: tuple, web: WebConfig | None) -> None:
+    def _answer(self, pending: _Pending) -> None:
         try:
-            self._respond(sock, head, address, web)
+            pending.out = [memoryview(part) for part in self._respond(bytes(pending.head), pending.address, pending.web) if part]
         except Exception as exc:  # noqa: BLE001 - one bad request must never take a worker down
-            log.debug("%s: %s", address[0], exc)
-        finally:
-            sock.close()
-            with self._answering_lock:
-                self._answering -= 1
+            log.debug("%s: %s", pending.address[0], exc)
+            pending.sock.close()
+        else:
+            pending.deadline = time.monotonic() + WRITE_TIMEOUT_SECONDS
+        with self._answering_lock:
+            self._answering -= 1
+            if pending.out is not None:
+                self._answered.append(pending)
+        if pending.out is not None:
+            self._wake_w.send(b"a")
 
-    def _respond(self, sock: socket.socket, head: bytes, address: tuple, web: WebConfig | None) -> None:
+    def _respond(self, head: bytes, address: tuple, web: WebConfig | None) -> tuple[bytes, bytes]:
         if len(head) > MAX_HEAD_BYTES and b"\n\n" not in head.replace(b"\r\n", b"\n"):
-            return self._send(sock, 431, [], b"request head too large\n", "GET", web)
+            return self._response(431, [], b"request head too large\n", "GET", web)
         lines = head.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0].decode("latin-1").split("\n")
         parts = lines[0].split()
         if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-            return self._send(sock, 400, [], b"bad request\n", "GET", web)
+            return self._response(400, [], b"bad request\n", "GET", web)
         method, target, version = parts
         headers: dict[str, str] = {}
         for line in lines[1:]:
@@ -246,9 +286,9 @@ class Server:
             if sep:
                 headers[name.strip().lower()] = value.strip()
         if method not in ALLOWED_METHODS:
-            return self._send(sock, 405, [("Allow", ", ".join(ALLOWED_METHODS))], b"method not allowed\n", method, web)
+            return self._response(405, [("Allow", ", ".join(ALLOWED_METHODS))], b"method not allowed\n", method, web)
         if web and not web.authorized(headers.get("authorization")):
-            return self._send(sock, 401, [("WWW-Authenticate", 'Basic realm="fioscope"')], b"Unauthorized\n", method, web)
+            return self._response(401, [("WWW-Authenticate", 'Basic realm="fioscope"')], b"Unauthorized\n", method, web)
         url = urlsplit(target)
         environ = {
             "REQUEST_METHOD": method, "PATH_INFO": unquote(url.path or "/"), "QUERY_STRING": url.query,
@@ -264,18 +304,22 @@ class Server:
         def start_response(status_line, response_headers, exc_info=None):
             status[:] = [status_line, response_headers]
 
-        body = b"".join(self.app(environ, start_response))
+        try:
+            body = b"".join(self.app(environ, start_response))
+        except Exception:
+            log.exception("%s %s", method, target)
+            return self._response(500, [], b"internal error\n", method, web)
         code = int(status[0].split()[0])
-        return self._send(sock, code, list(status[1]), body, method, web)
+        return self._response(code, list(status[1]), body, method, web)
 
     @staticmethod
-    def _send(sock: socket.socket, code: int, headers: list, body: bytes, method: str, web: WebConfig | None) -> None:
+    def _response(code: int, headers: list, body: bytes, method: str, web: WebConfig | None) -> tuple[bytes, bytes]:
         headers = [h for h in headers if h[0].lower() not in ("content-length", "connection")]
         if not any(h[0].lower() == "content-type" for h in headers):
             headers.append(("Content-Type", "text/plain; charset=utf-8"))
         headers += [("Content-Length", str(len(body))), ("Connection", "close")] + (web.headers if web else [])
         out = f"HTTP/1.1 {code} {_REASONS.get(code, 'Unknown')}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
-        sock.sendall(out.encode("latin-1") + (b"" if method == "HEAD" else body))
+        return out.encode("latin-1"), (b"" if method == "HEAD" else body)
 
 
 def serve(exposition: Exposition, timer: ScrapeTimer, address: str, web: WebConfig | None = None) -> Server:

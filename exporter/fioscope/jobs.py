@@ -129,7 +129,7 @@ def load_job(path: Path, env: dict[str, str]) -> JobFile:
             raise JobFileError(f"{path}:{lineno}: option outside a [section]")
         key, _, value = line.partition("=")
         key = key.strip()
-        if key.split(None, 1)[0] == "include" and "=" not in line:
+        if key.split(None, 1)[:1] == ["include"] and "=" not in line:
             job.unmodelled.append((current.name, "include", "includes another file"))
             continue
         if "$" in key:
@@ -187,8 +187,7 @@ def showcmd(job: JobFile, fio_binary: str = "fio", cwd: Path | None = None) -> l
         raise JobFileError(f"{job.path}: cannot run {fio_binary} --showcmd: {getattr(exc, 'strerror', None) or exc}") from None
     if proc.returncode != 0:
         return None
-    line = proc.stdout.strip()
-    line = line.removeprefix("fio")
+    line = proc.stdout.strip().removeprefix("fio")
     sections = [Section("global")]
     for token in _SHOWCMD_OPTION.split(line)[1:]:
         key, _, value = token.partition("=")
