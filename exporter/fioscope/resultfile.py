@@ -13,6 +13,7 @@ symlink, at most ``MAX_FILE_BYTES``; every field is validated before anything us
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .config import ConfigError, Limits, parse_limits
+
+log = logging.getLogger("fioscope.resultfile")
 
 SCHEMA = 1
 RESULT_KEY = "fioscope"
@@ -286,8 +289,8 @@ def recover_interrupted(results_dir: Path) -> list[Path]:
             record = replace(started, timestamp=time.time(),
                              message=f"interrupted: fioscope (pid {data.get('pid')}) stopped during the run started at {stopped}")
             written.append(write_failure(results_dir, record, stem=marker.name[: -len(RUNNING_SUFFIX)]))
-        except Exception:  # noqa: BLE001 - an unreadable marker is not a run: dropped below
-            pass
+        except Exception as exc:  # noqa: BLE001 - an unreadable marker is not a run: dropped below
+            log.warning("%s: unreadable run marker dropped: %s", ascii(str(marker)), exc)
         finish_running(marker)
     return written
 
