@@ -205,3 +205,18 @@ def test_exporter_killed_mid_run_counts_the_run_as_failed(tmp_path, exporter_fac
     assert not list(results.glob("*.running"))
     [record] = results.glob("cloud-sla-70-30-disk-*.failure.json")
     assert "interrupted" in json.loads(record.read_text())["fioscope_failure"]["message"]
+
+
+def test_running_marker_of_a_live_process_is_left_alone(tmp_path):
+    from fioscope.resultfile import Annotation, recover_interrupted, write_running
+
+    marker = write_running(tmp_path, ["etcd-wal"], Annotation(target="disk", profile="etcd-wal"))
+    assert recover_interrupted(tmp_path) == [] and marker.exists()  # this process is alive: the run goes on
+    data = json.loads(marker.read_text())
+    data["fioscope_running"]["pid"] = 2**22 + 12345  # above pid_max: no such process
+    marker.write_text(json.dumps(data))
+    [record] = recover_interrupted(tmp_path)
+    assert not marker.exists() and record.name == marker.name.replace(".running", ".failure.json")
+    store = _store(tmp_path)
+    store.scan()
+    assert store.jobs[("disk", "etcd-wal", "")].failures == 1

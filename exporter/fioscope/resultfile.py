@@ -13,15 +13,18 @@ symlink, at most ``MAX_FILE_BYTES``; every field is validated before anything us
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
 import stat
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .config import ConfigError, Limits, parse_limits
+
+log = logging.getLogger("fioscope.resultfile")
 
 SCHEMA = 1
 RESULT_KEY = "fioscope"
@@ -236,11 +239,14 @@ def _boot_id() -> str:
 
 
 def write_running(results_dir: Path, jobnames: list[str], annotation: Annotation) -> Path:
-    """Marker of a run in progress; ``finish_running`` removes it, ``recover_interrupted`` handles a crash."""
+    """Marker of a run in progress; ``finish_running`` removes it, ``recover_interrupted`` handles a crash.
+
+    It holds the failure record the run becomes if the process writing it dies.
+    """
     stem = file_stem(annotation.profile, annotation.target)
-    body = {RUNNING_KEY: {"schema": SCHEMA, "jobnames": list(jobnames), "profile": annotation.profile,
-                          "target": annotation.target, "device": annotation.device, "directory": annotation.directory,
-                          "pid": os.getpid(), "boot_id": _boot_id(), "started": time.time()}}
+    record = FailureRecord(jobnames=tuple(jobnames), profile=annotation.profile, message="", timestamp=time.time(),
+                           target=annotation.target, device=annotation.device, directory=annotation.directory)
+    body = {RUNNING_KEY: {"pid": os.getpid(), "boot_id": _boot_id(), **record.to_json()}}
     return _write_atomically(results_dir / f"{stem}{RUNNING_SUFFIX}", body)
 
 
@@ -278,21 +284,13 @@ def recover_interrupted(results_dir: Path) -> list[Path]:
             data = check_mapping(json.loads(read_bytes(marker)).get(RUNNING_KEY), RUNNING_KEY)
             if _writer_alive(data):
                 continue
-            started = check_timestamp(data.get("started"), f"{RUNNING_KEY}.started")
-            record = FailureRecord(
-                jobnames=tuple(check_label(n, "jobnames") for n in check_list(data.get("jobnames"), "jobnames")),
-                profile=check_label(data.get("profile", ""), "profile"),
-                message=f"interrupted: fioscope (pid {data.get('pid')}) stopped during the run started at "
-                        f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started))}",
-                timestamp=time.time(),
-                target=check_label(data.get("target", ""), "target"),
-                device=check_label(data.get("device", ""), "device"),
-                directory=check_text(data.get("directory", ""), "directory"),
-            )
-            if record.jobnames:
-                written.append(write_failure(results_dir, record, stem=marker.name[: -len(RUNNING_SUFFIX)]))
-        except (OSError, ValueError, TypeError, RecursionError, AttributeError):
-            pass  # an unreadable marker is not a run: dropped below
+            started = FailureRecord.from_json(data)
+            stopped = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started.timestamp))
+            record = replace(started, timestamp=time.time(),
+                             message=f"interrupted: fioscope (pid {data.get('pid')}) stopped during the run started at {stopped}")
+            written.append(write_failure(results_dir, record, stem=marker.name[: -len(RUNNING_SUFFIX)]))
+        except Exception as exc:  # noqa: BLE001 - an unreadable marker is not a run: dropped below
+            log.warning("%s: unreadable run marker dropped: %s", ascii(str(marker)), exc)
         finish_running(marker)
     return written
 
