@@ -13,6 +13,7 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,13 +52,15 @@ class Runner:
         check_safe(jobfile, target)
         return jobfile
 
-    def run(self, job: str, target: Target, env: dict[str, str] | None = None) -> RunOutcome:
+    def run(self, job: str, target: Target, env: dict[str, str] | None = None,
+            on_report: Callable[[RunResult], None] | None = None) -> RunOutcome:
+        """``on_report`` sees every periodic status report (``fioscope run``'s progress line)."""
         env = {**(env or {}), "TARGET_DIR": str(target.directory)}
         jobfile = self.prepare(job, target, env)
         with self._lock:
             self.store.start_run(jobfile.jobnames)
             try:
-                outcome = self._run_fio(jobfile, target, env)
+                outcome = self._run_fio(jobfile, target, env, on_report)
             finally:
                 self.store.finish_run(jobfile.jobnames)
             outcome.result_path = self._write_result(outcome)
@@ -69,7 +72,8 @@ class Runner:
         if process is not None and process.poll() is None:
             process.terminate()
 
-    def _run_fio(self, jobfile: JobFile, target: Target, env: dict[str, str]) -> RunOutcome:
+    def _run_fio(self, jobfile: JobFile, target: Target, env: dict[str, str],
+                 on_report: Callable[[RunResult], None] | None = None) -> RunOutcome:
         annotations = {"target": target.name, "profile": jobfile.path.stem}
         if target.limits.declared():
             annotations["limits"] = target.limits.as_dict()
@@ -100,6 +104,8 @@ class Runner:
             for line in process.stdout:
                 for report in stream.feed(line):
                     self.store.update_live(report)
+                    if on_report is not None:
+                        on_report(report)
         except ParseError as exc:
             log.error("%s: unreadable fio status report: %s", jobfile.path, exc)
         rc = process.wait()
