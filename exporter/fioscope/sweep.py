@@ -84,23 +84,25 @@ class Progress:
         self.enabled = self.stream.isatty() and not os.environ.get("CI")
         self.names = jobfile.jobnames
         self.planned = {n: _seconds(jobfile.option(n, "runtime")) + _seconds(jobfile.option(n, "ramp_time")) for n in self.names}
-        self.sequential = any(jobfile.option(n, "stonewall", "x") != "x" or "stonewall" in jobfile.sections.get(n, {}) for n in self.names)
+        self.sequential = any("stonewall" in jobfile.sections.get(n, {}) or "stonewall" in jobfile.sections.get("global", {})
+                              for n in self.names)
         self.started = time.monotonic()
-        self.current = ""
-        self.current_since = self.started
 
     def line(self, run: RunResult, now: float | None = None) -> str:
-        now = time.monotonic() if now is None else now
-        active = [j.jobname for j in run.jobs if j.runtime_seconds > 0 and j.jobname in self.planned]
+        """Which point runs and the ETA, from the planned runtime + ramp of each job: fio's status
+        reports carry garbage runtimes for jobs that have not started yet."""
+        elapsed = (time.monotonic() if now is None else now) - self.started
+        remaining = (sum(self.planned.values()) if self.sequential else max(self.planned.values(), default=0)) - elapsed
         if not self.sequential:
-            remaining = max(self.planned.values(), default=0) - (now - self.started)
             return f"{len(self.names)} job(s) running, ETA {_fmt(remaining)}"
-        current = active[-1] if active else self.names[0]
-        if current != self.current:
-            self.current, self.current_since = current, now
-        index = self.names.index(current) if current in self.names else 0
-        remaining = sum(self.planned[n] for n in self.names[index:]) - (now - self.current_since)
-        return f"[{index + 1}/{len(self.names)}] {current}, ETA {_fmt(remaining)}"
+        done = 0.0
+        index = len(self.names) - 1
+        for i, name in enumerate(self.names):
+            done += self.planned[name]
+            if elapsed < done:
+                index = i
+                break
+        return f"[{index + 1}/{len(self.names)}] {self.names[index]}, ETA {_fmt(remaining)}"
 
     def __call__(self, run: RunResult) -> None:
         if self.enabled:

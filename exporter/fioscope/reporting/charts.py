@@ -101,10 +101,10 @@ def response_chart(name: str, title: str, series: list[tuple[str, Sequence[Point
                     capsize=3, markersize=4, alpha=0.7, label=f"{label} p99", gid=f"errorbar-{name}-{i}-p99")
         for x, p in zip(xs, points):
             ax.annotate(f"qd{p.depth}", (x, p.lat_mean), textcoords="offset points", xytext=(3, -10), fontsize=7, color=color)
-    for label, p in marks:
+    for i, (label, p) in enumerate(marks):
         x = p.bw if bandwidth else p.iops
         ax.axvline(x, color="grey", linestyle=":", linewidth=1)
-        ax.annotate(label, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12), textcoords="offset points", fontsize=7)
+        ax.annotate(label, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12 - 10 * i), textcoords="offset points", fontsize=7)
     if latency_target:
         ax.axhline(latency_target, color="tab:red", linestyle="--", linewidth=1, label="latency target")
     ax.set_yscale("log")

@@ -175,17 +175,21 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         report.sections.append(Section("Alerts that fired", tables=[Table(["alert", "severity", "where", "from (UTC)", "to (UTC)"], rows)]))
     shaded = [Window(label, a, b) for label, a, b in runs]
     if runs:
-        report.summary.append(f"{len(runs)} fio run(s) in the window, shaded on every chart.")
+        report.summary.append(f"{len(runs)} fio run(s) in the window, shaded on every chart: "
+                              + "; ".join(f"{label} {fmt_time(a)[11:]}–{fmt_time(b)[11:]}" for label, a, b in runs[:10])
+                              + ("; ..." if len(runs) > 10 else ""))
     for key in sorted(disks):
-        report.sections.append(device_section(key, names.get(key[1], ""), fetch, host_m, device_m, shaded, fired))
+        report.sections.append(device_section(key, disks[key].labels.get("instance", ""), names.get(key[1], ""), fetch, device_m, shaded))
     return report
 
 
-def device_section(key: tuple[str, str], name: str, fetch, host_m: str, device_m: str, shaded: list[Window], fired: list[Firing]) -> Section:
+def device_section(key: tuple[str, str], instance: str, name: str, fetch, device_m: str, shaded: list[Window]) -> Section:
     where, device = key
     slug = "".join(c if c.isalnum() else "_" for c in f"{where}-{device}")
     charts: list[Chart] = []
-    cpu = [Line(label, *_xy(fetch(rule, host_m), (where, ""))) for label, rule in CPU_RULES]
+    # the CPU rules aggregate by (instance, job): no host label, matched on the disk's instance
+    cpu = [Line(label, *_xy({(s.labels.get("instance", ""), ""): s for s in fetch(rule, "").values()}, (instance, "")))
+           for label, rule in CPU_RULES]
     charts.append(time_chart(f"{slug}-cpu", f"avg-cpu ({where})", cpu, "", shaded, percent=True))
     for chart_id, title, unit, percent, rules in DISK_CHARTS:
         lines = [Line(label, *_xy(fetch(rule, device_m), key)) for label, rule in rules]
@@ -196,8 +200,6 @@ def device_section(key: tuple[str, str], name: str, fetch, host_m: str, device_m
 
 def _xy(series_by_key: dict[tuple[str, str], Series], key: tuple[str, str]) -> tuple[list[float], list[float]]:
     s = series_by_key.get(key)
-    if s is None and key[1] == "":  # host-level series: match on host or instance only
-        s = next((v for k, v in series_by_key.items() if k[0] == key[0]), None)
     return (s.times, s.values) if s else ([], [])
 
 
