@@ -6,6 +6,7 @@ Fast: tiny fio runs in /var/tmp, the iostat captures recorded on lab disks
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -16,7 +17,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, REPO
 
 EXPORTER = str(REPO / "exporter")
@@ -30,7 +30,7 @@ def fioscope(*args: str, timeout: float = 300, tty: bool = False) -> subprocess.
     cmd = [sys.executable, "-m", "fioscope", *args]
     if tty:  # under a pseudo-terminal, as a person at a shell sees it
         cmd = ["script", "-qec", " ".join(f"'{c}'" for c in cmd), "/dev/null"]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
 
 
 # ---- the browser ---------------------------------------------------------------------------
@@ -46,10 +46,10 @@ def open_in_chromium(html: Path, screenshot: Path) -> tuple[str, list[str]]:
     """(DOM after rendering, console messages); network off: a dead proxy, no name resolution."""
     base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9",
             "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0"]
-    dom = subprocess.run(base + ["--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(base + ["--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=120, check=False)
     assert dom.returncode == 0, dom.stderr[-2000:]
     shot = subprocess.run(base + [f"--screenshot={screenshot}", "--window-size=1100,2400", html.as_uri()],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
     assert shot.returncode == 0 and screenshot.stat().st_size > 10_000, shot.stderr[-2000:]
     console = [ln for ln in (dom.stderr + shot.stderr).splitlines() if ":CONSOLE" in ln or "net::ERR" in ln]
     return dom.stdout, console
@@ -190,13 +190,13 @@ def test_performance_report_has_error_bars_knee_and_table(sweep, tmp_path):
 
     _, results, _ = sweep
     samples = load_results(results)
-    [(workload, points)] = curves(samples).items()
+    [points] = curves(samples).values()
     assert [(p.depth, p.repeats) for p in points] == [(1, 2), (16, 2)]
     report = performance_report(samples, str(results), latency_target=0.05)
     [section] = report.sections
     [knee] = [v for v in section.verdicts if v.kind == "knee"]
     # the knee is the point before the first steep step, read from the data
-    steep = [is_steep(a, b, False) for a, b in zip(points, points[1:])]
+    steep = [is_steep(a, b, False) for a, b in itertools.pairwise(points)]
     expected = points[steep.index(True)] if True in steep else points[-1]
     assert knee.data["depth"] == expected.depth
     axes = section.charts[0].figure.axes[0]

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.dates as mdates  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import EngFormatter, PercentFormatter  # noqa: E402
+import matplotlib.dates as mdates
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter, PercentFormatter
 
-from .results import Point  # noqa: E402
+from .results import Point
 
 WIDTH, HEIGHT, DPI = 10.0, 3.4, 96
 
@@ -45,13 +46,14 @@ class Window:
     end: float
 
 
-def _figure() -> tuple[Figure, object]:
+def _figure() -> tuple[Figure, Axes]:
     fig = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout="constrained")
     return fig, fig.add_subplot()
 
 
-def _utc(ts: Sequence[float]) -> list[dt.datetime]:
-    return [dt.datetime.fromtimestamp(t, dt.timezone.utc) for t in ts]
+def _utc(ts: Sequence[float]) -> list[float]:
+    """Unix seconds -> matplotlib date numbers (UTC)."""
+    return [float(mdates.date2num(dt.datetime.fromtimestamp(t, dt.UTC))) for t in ts]
 
 
 def time_chart(name: str, title: str, lines: list[Line], unit: str, windows: list[Window], percent: bool = False) -> Chart:
@@ -64,7 +66,9 @@ def time_chart(name: str, title: str, lines: list[Line], unit: str, windows: lis
         ax.annotate(w.label, xy=(_utc([w.start])[0], 1.0), xycoords=("data", "axes fraction"), xytext=(2, -10 - 10 * (i % 3)),
                     textcoords="offset points", fontsize=7, color="tab:brown")
     ax.yaxis.set_major_formatter(PercentFormatter(1.0) if percent else EngFormatter(unit=unit))
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator(), tz=dt.timezone.utc))
+    locator = mdates.AutoDateLocator(tz=dt.UTC)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=dt.UTC))
     ax.set_xlabel("time (UTC)")
     ax.set_title(title, fontsize=10, loc="left")
     ax.set_ylim(bottom=0)

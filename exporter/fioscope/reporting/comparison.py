@@ -23,6 +23,12 @@ METRICS = (  # attribute, spread attribute, label, higher is better
 )
 
 
+def _fmt(attr: str, value: float) -> str:
+    if attr == "iops":
+        return f"{value:.0f}"
+    return fmt_eng(value, "s" if attr == "lat_p99" else "B/s")
+
+
 def delta(base: Point, cand: Point, attr: str, spread: str) -> tuple[float, bool]:
     """Relative change of ``attr`` and whether it exceeds the run-to-run spread."""
     b, c = getattr(base, attr), getattr(cand, attr)
@@ -74,9 +80,7 @@ def comparison_report(baseline: list[Sample], candidate: list[Sample], names: tu
             rows.append((depth, deltas))
             cells = [str(depth)]
             for attr, _, label, _ in METRICS:
-                unit = "s" if attr == "lat_p99" else ("B/s" if attr == "bw" else "")
-                fmt = (lambda v: f"{v:.0f}") if attr == "iops" else (lambda v, u=unit: fmt_eng(v, u))
-                cells += [fmt(getattr(b, attr)), fmt(getattr(c, attr)), f"{deltas[attr][0] * 100:+.1f} %"]
+                cells += [_fmt(attr, getattr(b, attr)), _fmt(attr, getattr(c, attr)), f"{deltas[attr][0] * 100:+.1f} %"]
                 if deltas[attr][1]:
                     table.marked.add((len(table.rows), len(cells) - 1))
             table.rows.append(cells)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -75,7 +76,7 @@ def firings_from_alerts(prom: Prometheus, start: float, end: float, step: float,
 
 
 def fmt_time(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _key(labels: dict[str, str]) -> tuple[str, str]:
@@ -153,7 +154,8 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
                                            + (f"; declared limit: {limits[device]}" if limits.get(device) else ""), {"device": device}))
         sla = sla_seconds(device)
         above = [f for f in fired if f.alertname in SLA_ALERTS and _key(f.labels) == key]
-        samples = sorted(v for v in (awaits.get(key).values if awaits.get(key) else []) if v == v)
+        await_series = awaits.get(key)
+        samples = sorted(v for v in (await_series.values if await_series else []) if not math.isnan(v))
         worst = samples[min(len(samples) - 1, int(0.99 * len(samples)))] if samples else None
         figures = f"await p99 {fmt_eng(worst, 's')}" if worst is not None else "no await samples"
         sla_text = fmt_eng(sla, "s") if sla else "(threshold unknown)"

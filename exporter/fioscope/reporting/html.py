@@ -94,7 +94,7 @@ def write_report(report: Report, output: str | Path, pdf: bool = False) -> Path:
             images[chart.name] = "data:image/png;base64," + base64.b64encode(png).decode()
         html = _env.get_template("report.html.j2").render(
             report=report, images=images, version=__version__,
-            generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
+            generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
         _atomic_write(out / "report.html", html.encode())
         if pdf:
             buf = io.BytesIO()

@@ -61,7 +61,7 @@ RULES_DIR = Path(__file__).resolve().parent / "rules"
 _LOCALE_FORMATS = ("%m/%d/%y %H:%M:%S", "%m/%d/%Y %H:%M:%S", "%m/%d/%y %I:%M:%S %p", "%m/%d/%Y %I:%M:%S %p")
 
 # node_exporter counter <- (iostat column, factor): the counter grows by column x factor x seconds
-DISK_COUNTERS = {
+DISK_COUNTERS: dict[str, list[tuple[str, float]]] = {
     "node_disk_reads_completed_total": [("r/s", 1)],
     "node_disk_writes_completed_total": [("w/s", 1)],
     "node_disk_discards_completed_total": [("d/s", 1)],
@@ -102,10 +102,10 @@ class IostatCapture:
 def _parse_time(raw: str, path: str) -> tuple[float, bool]:
     with contextlib.suppress(ValueError):
         parsed = dt.datetime.fromisoformat(raw)
-        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)).timestamp(), parsed.tzinfo is None
+        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)).timestamp(), parsed.tzinfo is None
     for fmt in _LOCALE_FORMATS:
         with contextlib.suppress(ValueError):
-            return dt.datetime.strptime(raw, fmt).replace(tzinfo=dt.timezone.utc).timestamp(), True
+            return dt.datetime.strptime(raw, fmt).replace(tzinfo=dt.UTC).timestamp(), True
     raise ReportError(f"--iostat {path}: timestamp {raw!r} not understood (run iostat with -t; S_TIME_FORMAT=ISO is best)")
 
 
@@ -221,8 +221,8 @@ def load_fio_runs(directory: str | None) -> list[FioRun]:
             continue
         doc = docs[-1]
         end = float(doc.get("timestamp_ms", 0)) / 1000 or float(doc.get("timestamp", 0))
-        note = doc.get("fioscope") if isinstance(doc.get("fioscope"), dict) else {}
-        jobs = [j for j in doc.get("jobs", []) if isinstance(j, dict)]
+        note: dict = doc["fioscope"] if isinstance(doc.get("fioscope"), dict) else {}
+        jobs: list[dict] = [j for j in doc.get("jobs", []) if isinstance(j, dict)]
         # wall-clock seconds the job lasted, ramp included (job_runtime adds up the numjobs clones)
         total = max((float(j.get("elapsed", 0) or 0) or float(j.get("job_runtime", 0)) / 1000 for j in jobs), default=0.0)
         for j in jobs:
@@ -272,7 +272,7 @@ def write_openmetrics(path: Path, families: list[dict[str, dict[str, list[tuple[
 
 def _run(cmd: list[str], what: str) -> None:
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     except FileNotFoundError:
         raise ReportError(f"offline diagnosis needs {cmd[0]} (Debian: apt-get install prometheus)") from None
     if proc.returncode != 0:
@@ -306,11 +306,11 @@ class TemporaryPrometheus:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise ReportError(f"temporary Prometheus exited: {self.process.stderr.read().strip()[-300:]}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
+                stderr = self.process.stderr.read() if self.process.stderr else ""
+                raise ReportError(f"temporary Prometheus exited: {stderr.strip()[-300:]}")
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as resp:
+                if resp.status == 200:
+                    return
             time.sleep(0.2)
         raise ReportError("temporary Prometheus did not become ready in 60 s")
 

@@ -27,8 +27,6 @@ def _side(value: str, flag: str, results: str | None) -> tuple[list[Sample], str
 
 
 def run_report(args) -> Path:
-    from .html import write_report
-
     if args.baseline or args.candidate:
         from .comparison import comparison_report
 
@@ -54,4 +52,6 @@ def run_report(args) -> Path:
         report = performance_report(load_results(args.results), args.results, target)
     else:
         raise ReportError("say what to report on: --prometheus.url, --iostat FILE..., --results DIR, or --baseline/--candidate")
+    from .html import write_report  # matplotlib: imported once the input is known to be good
+
     return write_report(report, args.output, args.pdf)

@@ -8,6 +8,7 @@ mean latency grows by more than ``STEEP_FACTOR`` times as much as throughput, an
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from .charts import response_chart, uses_bandwidth
@@ -38,7 +39,7 @@ def is_steep(before: Point, after: Point, bandwidth: bool) -> bool:
 
 
 def knee(points: list[Point], bandwidth: bool) -> Point:
-    for before, after in zip(points, points[1:]):
+    for before, after in itertools.pairwise(points):
         if is_steep(before, after, bandwidth):
             return before
     return points[-1]

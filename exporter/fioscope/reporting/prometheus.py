@@ -85,7 +85,7 @@ def _when(value: str, flag: str) -> float:
         parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise ReportError(f"{flag} {value!r}: expected unix seconds or ISO 8601 (2026-05-01T12:00:00Z)") from None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)).timestamp()
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)).timestamp()
 
 
 def window(start: str | None, end: str | None, last: str | None, now: float | None = None) -> tuple[float, float]:

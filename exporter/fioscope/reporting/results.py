@@ -10,7 +10,6 @@ the target comes from the ``fioscope`` annotation, else from the job's ``directo
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import statistics
@@ -156,7 +155,7 @@ def _load_file(path: Path) -> list[Sample]:
     if not docs:
         raise ValueError("not fio JSON output")
     doc = docs[-1]  # the final report; earlier ones are --status-interval snapshots
-    annotation = doc.get("fioscope") if isinstance(doc.get("fioscope"), dict) else {}
+    annotation: dict = doc["fioscope"] if isinstance(doc.get("fioscope"), dict) else {}
     global_opts = {str(k): str(v) for k, v in (doc.get("global options") or {}).items()}
     entries = doc.get("client_stats") or doc.get("jobs") or []
     groups: dict[tuple[str, str], list[dict]] = {}
@@ -183,7 +182,7 @@ def _sample(sections: list[dict], workload: Workload, options: dict[str, str], e
         value: object = section
         for key in keys:
             value = value.get(key, 0) if isinstance(value, dict) else 0
-        return float(value or 0)
+        return float(value or 0)  # type: ignore[arg-type]
 
     ios = [num(s, "total_ios") for s in sections]
     weight = sum(ios) or 1.0
