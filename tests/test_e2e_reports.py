@@ -59,7 +59,7 @@ def test_diagnosis_report_from_the_live_stack(tmp_path):
 
 def _sweep(made_dir: str, cgroup: str, results) -> None:
     proc = fioscope("run", "iodepth-sweep", "--target.dir", made_dir, "--target.cgroup", cgroup, "--results.dir", str(results),
-                    "--iodepth", "1,4,16,64", "--repeat", "2", "--env", "RUNTIME=5", "--env", "RAMP=2", "--env", "SIZE=256m", timeout=600)
+                    "--iodepth", "1,4,16,64", "--repeat", "2", "--env", "RUNTIME=5", "--env", "RAMP=2", "--env", "SIZE=128m", timeout=600)
     assert proc.returncode == 0, proc.stderr
 
 

@@ -305,5 +305,6 @@ def test_sweep_expansion_is_a_valid_job_file(tmp_path):
     assert job.jobnames == [f"sweep-qd{d}-r{r}" for r in (1, 2, 3) for d in (4, 64)]
     assert [job.option(n, "iodepth") for n in job.jobnames[:2]] == ["4", "64"]
     assert job.option("sweep-qd4-r1", "ramp_time") == "5" and "stonewall" in job.sections["global"]
+    assert {job.option(n, "filename") for n in job.jobnames} == {"sweep.dat"}  # one file, laid out once
     with pytest.raises(Exception, match="--iodepth"):
         parse_depths("1,x")

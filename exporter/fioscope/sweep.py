@@ -57,7 +57,10 @@ def expand(job_text: str, depths: list[int], repeats: int) -> str:
     if not name:
         raise ConfigError("--iodepth: the job file has no job section to sweep")
     base = re.sub(r"-?qd\d+$", "", name) or name
-    out = head + ["stonewall", ""] if "[global]" in "\n".join(head) else head + ["[global]", "stonewall", ""]
+    # one file for every point: laid out once, and the sweep needs SIZE of space, not SIZE x points
+    shared = [] if any(re.match(r"^\s*filename\s*=", ln) for ln in head + template) else [f"filename={base}.dat"]
+    global_extra = ["stonewall", *shared, ""]
+    out = head + global_extra if any(_SECTION.match(ln) for ln in head) else head + ["[global]", *global_extra]
     for r in range(1, repeats + 1):
         for depth in depths:
             out += [f"[{base}-qd{depth}" + (f"-r{r}]" if repeats > 1 else "]"), f"iodepth={depth}", *template, ""]
