@@ -7,6 +7,7 @@ disk; a comparison of capped against uncapped.
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -17,6 +18,8 @@ from test_reports import fioscope, rendered
 
 pytestmark = pytest.mark.e2e
 
+# above what the loop disk does at qd 1 (~15k IOPS here), below what it does at qd 16
+SWEEP_CAP = 30000
 CAP_IOPS = 700 + 300  # the throttled lab disk: 700 read + 300 write IOPS; cloud-sla-70-30 reads 70 %
 
 
@@ -65,13 +68,13 @@ def _sweep(made_dir: str, cgroup: str, results) -> None:
 
 def test_performance_and_comparison_from_lab_sweeps(tmp_path):
     from fioscope import lab
-    from fioscope.reporting.performance import STEEP_MIN_RISE, performance_report
+    from fioscope.reporting.performance import STEEP_MIN_RISE, is_steep, performance_report
     from fioscope.reporting.results import curves, load_results
 
     state = tmp_path / "lab"
     made = {}
     try:
-        made["capped"] = lab.up("throttled", name="reports-sweep-capped", size="1G", state_dir=state, read_iops=2000, write_iops=2000)
+        made["capped"] = lab.up("throttled", name="reports-sweep-capped", size="1G", state_dir=state, read_iops=SWEEP_CAP, write_iops=SWEEP_CAP)
         made["fast"] = lab.up("healthy", name="reports-sweep-fast", size="1G", state_dir=state)
         for name, disk in made.items():
             _sweep(disk.mountpoint, disk.cgroup, tmp_path / name)
@@ -84,14 +87,15 @@ def test_performance_and_comparison_from_lab_sweeps(tmp_path):
     report = performance_report(samples, "capped", latency_target=None)
     knee_depth = next(v for v in report.sections[0].verdicts if v.kind == "knee").data["depth"]
     knee = next(i for i, p in enumerate(points) if p.depth == knee_depth)
-    print("\n[sweep capped 2000 IOPS] " + "; ".join(f"qd{p.depth}: {p.iops:.0f}±{p.iops_sd:.0f} IOPS, {p.lat_mean * 1000:.2f} ms" for p in points)
+    print(f"\n[sweep capped {SWEEP_CAP} IOPS] " + "; ".join(f"qd{p.depth}: {p.iops:.0f}±{p.iops_sd:.0f} IOPS, {p.lat_mean * 1000:.2f} ms" for p in points)
           + f"; knee qd{knee_depth}")
     # at the cap, more queue depth only adds latency: the knee is the last point before that
     assert knee < len(points) - 1
+    assert not any(is_steep(a, b, False) for a, b in itertools.pairwise(points[:knee + 1]))
     after = points[knee + 1]
     assert after.lat_mean >= (1 + STEEP_MIN_RISE) * points[knee].lat_mean
     assert after.iops <= 1.15 * points[knee].iops
-    assert all(p.iops <= 2000 * 1.1 for p in points)
+    assert all(p.iops <= SWEEP_CAP * 1.1 for p in points)
     out = tmp_path / "perf"
     proc = fioscope("report", "--results", str(tmp_path / "capped"), "--output", str(out))
     assert proc.returncode == 0, proc.stderr

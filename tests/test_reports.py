@@ -210,14 +210,21 @@ def test_performance_report_has_error_bars_knee_and_table(sweep, tmp_path):
     assert (tmp_path / "perf" / "report.pdf").read_bytes().startswith(b"%PDF")
 
 
-def test_comparison_rate_capped_candidate_is_significantly_worse(sweep, tmp_path):
-    """fio's own rate cap (rate_iops) makes a real, slower candidate."""
-    _, baseline, base = sweep
+@pytest.fixture(scope="module")
+def capped_sweep(sweep):
+    """The same sweep under fio's own rate cap (rate_iops): a real, slower candidate."""
+    _, _, base = sweep
     capped, job = base / "capped-results", base / "iodepth-sweep.fio"
     job.write_text((REPO / "fio-jobs" / "iodepth-sweep.fio").read_text().replace("[global]\n", "[global]\nrate_iops=300\n"))
     proc = fioscope("run", str(job), "--target.dir", str(base / "target"), "--results.dir", str(capped), "--iodepth", "1,16",
-                    "--repeat", "2", "--env", "RUNTIME=1", "--env", "RAMP=1", "--env", "SIZE=8m")
+                    "--repeat", "2", "--env", "RUNTIME=1", "--env", "RAMP=0", "--env", "SIZE=8m")
     assert proc.returncode == 0, proc.stderr
+    return capped
+
+
+def test_comparison_rate_capped_candidate_is_significantly_worse(sweep, capped_sweep, tmp_path):
+    _, baseline, _ = sweep
+    capped = capped_sweep
     out = tmp_path / "cmp"
     proc = fioscope("report", "--baseline", str(baseline), "--candidate", str(capped), "--output", str(out))
     assert proc.returncode == 0, proc.stderr
@@ -227,6 +234,26 @@ def test_comparison_rate_capped_candidate_is_significantly_worse(sweep, tmp_path
     assert re.search(r"lower IOPS at qd 1–16", verdict["text"]), verdict["text"]
     assert re.search(r"higher p99 latency", verdict["text"]), verdict["text"]
     assert 'class="significant"' in (out / "report.html").read_text()
+
+
+def test_comparison_of_two_tags_in_one_results_dir(sweep, capped_sweep, tmp_path):
+    _, baseline, _ = sweep
+    both = tmp_path / "both"
+    both.mkdir()
+    for source, tag in ((baseline, "plain"), (capped_sweep, "capped")):
+        for path in source.glob("*.json"):
+            doc = json.loads(path.read_text())
+            doc["fioscope"]["tags"] = {"config": tag}
+            (both / f"{tag}-{path.name}").write_text(json.dumps(doc))
+    out = tmp_path / "tags"
+    proc = fioscope("report", "--results", str(both), "--baseline", "tag:config=plain", "--candidate", "tag:config=capped",
+                    "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    html = (out / "report.html").read_text()
+    assert 'data-significant="true"' in html and "lower IOPS" in html
+    missing = fioscope("report", "--results", str(both), "--baseline", "tag:config=nope", "--candidate", "tag:config=capped",
+                       "--output", str(tmp_path / "none"))
+    assert_one_line_failure(missing, tmp_path / "none", "--baseline", "no result matches")
 
 
 def test_comparison_same_directory_is_no_significant_difference(sweep, tmp_path):
@@ -308,3 +335,16 @@ def test_sweep_expansion_is_a_valid_job_file(tmp_path):
     assert {job.option(n, "filename") for n in job.jobnames} == {"sweep.dat"}  # one file, laid out once
     with pytest.raises(Exception, match="--iodepth"):
         parse_depths("1,x")
+
+
+def test_window_and_downsampling_step():
+    from fioscope.reporting import ReportError
+    from fioscope.reporting.prometheus import MAX_POINTS, step_for, window
+
+    assert window(None, None, "24h", now=1_800_000_000) == (1_800_000_000 - 86400, 1_800_000_000)
+    with pytest.raises(ReportError, match="empty"):
+        window("2026-05-01T12:00:00Z", "2026-05-01T13:00:00+01:00", None)
+    with pytest.raises(ReportError, match="--from"):
+        window("yesterday", None, None)
+    assert step_for(0, 3600) == 15  # an hour: every evaluation
+    assert 86400 / step_for(0, 86400) <= MAX_POINTS  # a day: capped, one point per minute or so

@@ -9,8 +9,10 @@ rules decided and the ``fioscope:*`` recording rules (the iostat columns) to dra
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import math
+import re
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -83,10 +85,11 @@ def _key(labels: dict[str, str]) -> tuple[str, str]:
     return labels.get("host") or labels.get("instance", ""), labels.get("device", "")
 
 
-def _matchers(host: str | None, devices: list[str] | None) -> tuple[str, str]:
-    """Label matchers (with a leading comma) for host-level and device-level series."""
-    host_m = f',host="{host}"' if host else ""
-    device_m = host_m + (f',device=~"{"|".join(devices)}"' if devices else "")
+def _matchers(host: str | None, devices: list[str] | None, by_instance: bool = False) -> tuple[str, str]:
+    """Label matchers (with a leading comma) for host-level and device-level series. Without the
+    ``host`` label (a stack older than the fleet topology) the host is the instance's address."""
+    host_m = (f",instance=~`{re.escape(host)}(:[0-9]+)?`" if by_instance else f",host={json.dumps(host)}") if host else ""
+    device_m = host_m + (f",device=~`{'|'.join(re.escape(d) for d in devices)}`" if devices else "")
     return host_m, device_m
 
 
@@ -123,6 +126,10 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         return by_rule[rule]
 
     disks = fetch("fioscope:disk_util_ratio", device_m)
+    if not disks and host:
+        host_m, device_m = _matchers(host, devices, by_instance=True)
+        by_rule.clear()
+        disks = fetch("fioscope:disk_util_ratio", device_m)
     if not disks:
         where = " on host " + host if host else ""
         raise ReportError(f"no disk data in the window {fmt_time(start)} – {fmt_time(end)} UTC{where}"
@@ -145,8 +152,9 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         windows = [(f.start, f.end) for f in throttle]
         if throttle:
             ceiling = statistics.median(_values_in(iops.get(key), windows) or [0.0])
-            when = ", ".join(f"{fmt_time(f.start)}–{fmt_time(f.end)[11:]}" for f in throttle[:4])
-            text = (f"{label}: THROTTLED — IOPS flat at a ceiling of {ceiling:.0f}/s ({when} UTC, {throttle[0].alertname})"
+            when = ", ".join(f"{fmt_time(a)}–{fmt_time(b)[11:]}" for a, b in sorted(set(windows))[:4])
+            alerts = ", ".join(sorted({f.alertname for f in throttle}))
+            text = (f"{label}: THROTTLED — IOPS flat at a ceiling of {ceiling:.0f}/s ({when} UTC; {alerts})"
                     f"; declared limit: {limits.get(device) or 'none declared'}")
             report.verdicts.append(Verdict("throttled", False, text, {"device": device, "ceiling-iops": f"{ceiling:.1f}"}))
         else:

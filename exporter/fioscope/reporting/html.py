@@ -10,11 +10,13 @@ import datetime as dt
 import io
 import os
 import tempfile
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
 from matplotlib.backends.backend_pdf import PdfPages
+from matplotlib.figure import Figure
 
 from .. import __version__
 from . import ReportError
@@ -64,6 +66,15 @@ def _png(chart: Chart) -> bytes:
     return buf.getvalue()
 
 
+def _cover(report: Report) -> Figure:
+    """The PDF's first page: the title, what was looked at and the verdicts, as text."""
+    fig = Figure(figsize=(8.27, 11.69))
+    lines = [*report.summary, "", *(("PASS  " if v.ok else "FAIL  " if v.ok is False else "      ") + v.text for v in report.verdicts)]
+    fig.text(0.06, 0.96, report.title, fontsize=13, weight="bold", va="top", wrap=True)
+    fig.text(0.06, 0.92, "\n".join(textwrap.fill(line, 110) for line in lines), fontsize=7, va="top", family="monospace")
+    return fig
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     umask = os.umask(0)
@@ -99,6 +110,7 @@ def write_report(report: Report, output: str | Path, pdf: bool = False) -> Path:
         if pdf:
             buf = io.BytesIO()
             with PdfPages(buf) as pages:
+                pages.savefig(_cover(report))
                 for chart in charts:
                     pages.savefig(chart.figure)
             _atomic_write(out / "report.pdf", buf.getvalue())

@@ -82,7 +82,7 @@ def _when(value: str, flag: str) -> float:
     except ValueError:
         pass
     try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = dt.datetime.fromisoformat(value)
     except ValueError:
         raise ReportError(f"{flag} {value!r}: expected unix seconds or ISO 8601 (2026-05-01T12:00:00Z)") from None
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)).timestamp()
