@@ -232,7 +232,7 @@ def test_comparison_rate_capped_candidate_is_significantly_worse(sweep, capped_s
     [verdict] = page.of("comparison")
     assert verdict["data-significant"] == "true"
     assert re.search(r"lower IOPS at qd 1–16", verdict["text"]), verdict["text"]
-    assert re.search(r"higher p99 latency", verdict["text"]), verdict["text"]
+    # fio's rate cap spaces requests out rather than queueing them: latency is no worse (the lab e2e checks that side)
     assert 'class="significant"' in (out / "report.html").read_text()
 
 
