@@ -82,6 +82,8 @@ DISK_TIME_COUNTERS = {
     "node_disk_flush_requests_time_seconds_total": ("f_await", "f/s"),
 }
 CPU_MODES = ("user", "nice", "system", "iowait", "steal", "idle")
+# sysstat < 12 names (no discard/flush columns there: they stay 0)
+COLUMN_ALIASES = {"avgqu-sz": "aqu-sz", "%util": "util"}
 
 
 @dataclass
@@ -131,7 +133,7 @@ def load_iostat(path: str) -> list[IostatCapture]:
                 raise ReportError(f"--iostat {path}: samples without timestamps: run iostat with -t")
             ts, assumed = _parse_time(str(stat["timestamp"]), path)
             capture.assumed_utc |= assumed
-            disks = {str(d.get("disk_device")): {k: float(v) for k, v in d.items() if isinstance(v, (int, float))}
+            disks = {str(d.get("disk_device")): {COLUMN_ALIASES.get(k, k): float(v) for k, v in d.items() if isinstance(v, (int, float))}
                      for d in stat.get("disk", []) if d.get("disk_device")}
             if disks and "r_await" not in next(iter(disks.values())):
                 raise ReportError(f"--iostat {path}: no extended statistics: run iostat with -x")
