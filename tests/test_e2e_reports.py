@@ -54,6 +54,9 @@ def test_diagnosis_report_from_the_live_stack(tmp_path):
         [healthy] = page.of("throttled", device=fast)
         print(f"[report] healthy {fast}: {healthy['text']}")
         assert healthy["data-ok"] == "true"
+        [sla] = page.of("fio-sla", jobname="cloud-sla-70-30")
+        print(f"[report] {sla['text']}")
+        assert sla["data-ok"] == "false"  # the targets declare 30 ms; behind the cap p99 is far above
         assert page.of("alerts")[0]["data-ok"] == "false"  # the throttling alert is listed with its time
         html = (out / "report.html").read_text()
         assert "FioscopeDiskThrottledUnderFioLoad" in html and "cloud-sla-70-30" in html and "rand-read-iops" in html

@@ -101,13 +101,18 @@ def rendered(out: Path, tmp_path: Path) -> Verdicts:
 # ---- offline diagnosis from real iostat captures -----------------------------------------------
 
 def lab_device(results: Path) -> str:
-    capture = json.loads((IOSTAT / f"{results.name.split('-')[0]}.json").read_text())
+    capture = json.loads((IOSTAT / f"{results.name.split('-')[0]}.json").read_text())  # capped-results -> capped.json
     return next(d["disk_device"] for d in capture["sysstat"]["hosts"][0]["statistics"][1]["disk"] if d["disk_device"].startswith("loop"))
 
 
 def test_offline_diagnosis_capped_disk_is_throttled_at_the_lab_cap(tmp_path):
-    out = tmp_path / "capped"
-    proc = fioscope("report", "--iostat", str(IOSTAT / "capped.json"), "--results", str(IOSTAT / "capped-results"), "--output", str(out))
+    out, results = tmp_path / "capped", tmp_path / "results"
+    results.mkdir()
+    for path in (IOSTAT / "capped-results").glob("*.json"):  # the run as if its target declared a 30 ms SLA
+        doc = json.loads(path.read_text())
+        doc["fioscope"]["sla_latency_seconds"] = 0.03
+        (results / path.name).write_text(json.dumps(doc))
+    proc = fioscope("report", "--iostat", str(IOSTAT / "capped.json"), "--results", str(results), "--output", str(out))
     assert proc.returncode == 0, proc.stderr
     page = rendered(out, tmp_path)
     device = lab_device(IOSTAT / "capped-results")
@@ -115,6 +120,8 @@ def test_offline_diagnosis_capped_disk_is_throttled_at_the_lab_cap(tmp_path):
     assert throttled["data-ok"] == "false", throttled["text"]
     assert abs(float(throttled["data-ceiling-iops"]) - LAB_CAP_IOPS) <= 0.1 * LAB_CAP_IOPS
     assert "FioscopeDiskThrottledUnderFioLoad" in throttled["text"]
+    [sla] = page.of("fio-sla", jobname="rand-read-iops")
+    assert sla["data-ok"] == "false" and "SLA 30 ms" in sla["text"]  # ~640 ms p99 behind the cap
     # the host's own disk carried no capped load
     assert all(v["data-ok"] == "true" for v in page.of("throttled") if v["data-device"] != device)
     assert len(list(out.glob("*.png"))) == 7 * 2  # six iostat charts + avg-cpu, per device

@@ -171,6 +171,7 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
                    else f"met: no sustained await above {sla_text}")
         report.verdicts.append(Verdict("sla", not above, f"{label}: latency SLA {verdict}; {figures} over the window",
                                        {"device": device}))
+    report.verdicts += fio_sla_verdicts(prom, start, end, host_m)
     report.verdicts.append(fsync_verdict(prom, fired, start, end, host_m))
     iowait = [f for f in fired if f.alertname in IOWAIT_ALERTS]
     report.verdicts.append(Verdict("iowait", not iowait, f"iowait episodes: {len(iowait)}" + "".join(
@@ -231,6 +232,17 @@ def declared_limits(prom: Prometheus, start: float, end: float, device_m: str) -
     """The target's declared IOPS limit, as fio jobs published it (fio_promised_iops)."""
     q = f'max by (device) (max_over_time(fio_promised_iops{{{device_m.lstrip(",")}}}[{int(end - start) + 1}s]))'
     return {s.labels.get("device", ""): f"{s.values[0]:.0f} IOPS" for s in prom.instant(q, end) if s.values[0] > 0}
+
+
+def fio_sla_verdicts(prom: Prometheus, start: float, end: float, host_m: str) -> list[Verdict]:
+    """fio's own p99 completion latency in the window against the target's declared SLA."""
+    window = f"{int(end - start) + 1}s"
+    sla = {s.labels.get("jobname", ""): s.values[0] for s in prom.instant(
+        f'max by (jobname) (max_over_time(fio_sla_latency_seconds{{{host_m.lstrip(",")}}}[{window}]))', end) if s.values[0] > 0}
+    worst = {s.labels.get("jobname", ""): s.values[0] for s in prom.instant(
+        f'max by (jobname) (max_over_time(fio_run_latency_seconds{{stage="clat",quantile="0.99",ddir!="sync"{host_m}}}[{window}]))', end)}
+    return [Verdict("fio-sla", worst[job] <= line, f"fio {job}: p99 {fmt_eng(worst[job], 's')} against its SLA {fmt_eng(line, 's')}: "
+                    + ("met" if worst[job] <= line else "NOT met"), {"jobname": job}) for job, line in sorted(sla.items()) if job in worst]
 
 
 def fsync_verdict(prom: Prometheus, fired: list[Firing], start: float, end: float, host_m: str) -> Verdict:

@@ -205,6 +205,8 @@ class FioRun:
     end: float
     fsync_p99: float | None
     limits: dict
+    clat_p99: dict[str, float] = field(default_factory=dict)  # ddir -> seconds
+    sla_seconds: float = 0.0
 
 
 def load_fio_runs(directory: str | None) -> list[FioRun]:
@@ -229,8 +231,11 @@ def load_fio_runs(directory: str | None) -> list[FioRun]:
         total = max((float(j.get("elapsed", 0) or 0) or float(j.get("job_runtime", 0)) / 1000 for j in jobs), default=0.0)
         for j in jobs:
             p99 = (j.get("sync", {}).get("lat_ns", {}).get("percentile", {}) or {}).get("99.000000")
+            clat = {d: float(j[d]["clat_ns"]["percentile"]["99.000000"]) / 1e9 for d in ("read", "write", "trim")
+                    if isinstance(j.get(d), dict) and j[d].get("total_ios") and "99.000000" in (j[d].get("clat_ns", {}).get("percentile") or {})}
             runs.append(FioRun(str(j.get("jobname", "")), str(note.get("target", "")), str(note.get("device", "")),
-                               end - total, end, float(p99) / 1e9 if p99 else None, note.get("limits") or {}))
+                               end - total, end, float(p99) / 1e9 if p99 else None, note.get("limits") or {},
+                               clat, float(note.get("sla_latency_seconds") or 0)))
     return runs
 
 
@@ -242,6 +247,11 @@ def fio_series(runs: list[FioRun], host: str, start: float, end: float) -> dict[
                 "target": run.target, "device": run.device}
         running = out.setdefault("fio_run_running", {}).setdefault(_labels(**base), [])
         running += [(t, 1.0 if run.start <= t <= run.end else 0.0) for t in times]
+        after = [t for t in times if t >= run.end]
+        for ddir, p99 in run.clat_p99.items():
+            out.setdefault("fio_run_latency_seconds", {})[_labels(**base, ddir=ddir, stage="clat", quantile="0.99")] = [(t, p99) for t in after]
+        if run.sla_seconds:
+            out.setdefault("fio_sla_latency_seconds", {})[_labels(**base)] = [(t, run.sla_seconds) for t in after]
         if run.fsync_p99 is not None:
             out.setdefault("fio_run_latency_seconds", {})[_labels(**base, ddir="sync", stage="lat", quantile="0.99")] = \
                 [(t, run.fsync_p99) for t in times if t >= run.end]
