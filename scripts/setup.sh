@@ -3,7 +3,7 @@
 # node_exporter, Alertmanager, sysstat (iostat), etcd, and the Python packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages=(fio prometheus prometheus-node-exporter prometheus-alertmanager sysstat etcd-server e2fsprogs util-linux python3-yaml)
+packages=(fio prometheus prometheus-node-exporter prometheus-alertmanager sysstat etcd-server e2fsprogs util-linux python3-yaml chromium)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -9,6 +9,7 @@ import argparse
 import logging
 import signal
 import sys
+import tempfile
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -52,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sla.latency", dest="sla_latency", help="p99 latency SLA, e.g. 30ms")
     run.add_argument("--fsync.threshold", dest="fsync_threshold", default="10ms", help="fdatasync p99 pass line (default 10ms, etcd's guidance)")
 
+    run.add_argument("--iodepth", help="sweep these queue depths, e.g. 1,4,16,64 (the job's first section, one run per depth)")
+    run.add_argument("--repeat", type=int, default=1, help="with --iodepth: run the whole sweep this many times (error bars)")
     run.add_argument("--target.cgroup", dest="target_cgroup", help="run fio inside this cgroup (a lab disk's throttle; root)")
 
     check = sub.add_parser("check", help="validate the config and job files, then exit")
@@ -59,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("jobs", nargs="*", help="job files or profiles to check (default: every profile)")
     check.add_argument("--target", help="check the jobs against this target of the config (default: a scratch directory)")
     check.add_argument("--target.dir", dest="target_dir", help="check the jobs against this directory")
+
+    add_report_parser(sub)
 
     lab = sub.add_parser("lab", help="loop-backed test disks with controlled limits (root only)")
     lab.add_argument("--state-dir", default=None, help="where lab disks and their state live (default /var/lib/fioscope-lab)")
@@ -89,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "check":
             return cmd_check(args)
+        if args.command == "report":
+            return cmd_report(args)
         return cmd_lab(args)
     except ConfigError as exc:
         print(f"fioscope: {exc}", file=sys.stderr)
@@ -156,17 +163,28 @@ def cmd_run(args) -> int:
     from .report import job_verdicts, summary_lines
     from .runner import Runner
     from .store import Store
+    from .sweep import Progress, parse_depths, write_sweep
 
     config = load_config(args.config_file, args.results_dir)
     target = _run_target(args, config)
     fsync_threshold = parse_duration(args.fsync_threshold, "--fsync.threshold")
     runner = Runner(config, Store(config))
     signal.signal(signal.SIGTERM, lambda s, f: runner.stop())
-    try:
-        outcome = runner.run(args.job, target, _key_values(args.env, "--env"))
-    except OSError as exc:  # the results directory cannot be written
-        print(f"fioscope: {config.results_dir}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+    env = _key_values(args.env, "--env")
+    with tempfile.TemporaryDirectory(prefix="fioscope-sweep-") as sweep_dir:
+        job = args.job
+        if args.iodepth:
+            if args.repeat < 1:
+                raise ConfigError(f"--repeat {args.repeat}: must be at least 1")
+            job = str(write_sweep(resolve_job(job, config.jobs_dir), parse_depths(args.iodepth), args.repeat, Path(sweep_dir)))
+        progress = Progress(runner.prepare(job, target, env))
+        try:
+            outcome = runner.run(job, target, env, on_report=progress)
+        except OSError as exc:  # the results directory cannot be written
+            print(f"fioscope: {config.results_dir}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        finally:
+            progress.done()
     if outcome.result is None:
         print(f"fioscope: {outcome.profile} failed: {outcome.message}", file=sys.stderr)
         return 1
@@ -213,6 +231,42 @@ def cmd_check(args) -> int:
         return 2
     print(f"{config.source}: ok ({len(config.targets)} targets, {len(config.schedule)} schedule entries, "
           f"{len(jobs)} job files: {', '.join(jobs)})")
+    return 0
+
+
+def add_report_parser(sub) -> None:
+    report = sub.add_parser("report", help="write an HTML report: diagnosis (Prometheus or iostat files), performance, comparison",
+                            description="Diagnosis: --prometheus.url (+ --last/--from/--to) or --iostat FILE...; "
+                                        "performance: --results DIR; comparison: --baseline and --candidate.")
+    report.add_argument("--output", required=True, help="directory for report.html and the chart PNGs")
+    report.add_argument("--pdf", action="store_true", help="also write report.pdf")
+    report.add_argument("--prometheus.url", dest="prometheus_url", help="diagnosis from this Prometheus")
+    report.add_argument("--last", help="window ending now, e.g. 1h, 24h (default 1h)")
+    report.add_argument("--from", dest="start", help="window start: unix seconds or ISO 8601 (UTC unless it says otherwise)")
+    report.add_argument("--to", dest="end", help="window end (default now)")
+    report.add_argument("--host", help="only this host (the host label); default every host")
+    report.add_argument("--device", action="append", help="only this device (repeatable); default every device")
+    report.add_argument("--iostat", nargs="+", metavar="FILE", help="offline diagnosis from `iostat -x -t -o JSON` files")
+    report.add_argument("--results", help="fio result files: a performance report, or the fio runs of a diagnosis")
+    report.add_argument("--latency-target", dest="latency_target", help="p99 latency target for the performance report, e.g. 5ms")
+    report.add_argument("--baseline", help="comparison: a results directory, or target=NAME / tag:KEY=VALUE within --results")
+    report.add_argument("--candidate", help="comparison: like --baseline")
+
+
+def cmd_report(args) -> int:
+    from .reporting import ReportError
+    from .reporting.main import run_report
+
+    try:
+        path = run_report(args)
+    except ReportError as exc:
+        print(f"fioscope report: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # never a traceback for a report; the log at debug level has it
+        log.debug("report failed", exc_info=True)
+        print(f"fioscope report: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(f"report: {path}")
     return 0
 
 

@@ -12,6 +12,7 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -52,7 +53,9 @@ class Runner:
         check_safe(jobfile, target, self.config.fio_binary)
         return jobfile
 
-    def run(self, job: str, target: Target, env: dict[str, str] | None = None) -> RunOutcome:
+    def run(self, job: str, target: Target, env: dict[str, str] | None = None,
+            on_report: Callable[[RunResult], None] | None = None) -> RunOutcome:
+        """``on_report`` sees every periodic status report (``fioscope run``'s progress line)."""
         env = {**(env or {}), "TARGET_DIR": str(target.directory)}
         jobfile = self.prepare(job, target, env)
         annotation = Annotation(
@@ -65,7 +68,7 @@ class Runner:
             marker = write_running(self.config.results_dir, jobfile.jobnames, annotation)
             self.store.start_run(jobfile.jobnames, target.name, annotation.device)
             try:
-                outcome = self._run_fio(jobfile, target, env, annotation)
+                outcome = self._run_fio(jobfile, target, env, annotation, on_report)
             finally:
                 self.store.finish_run(jobfile.jobnames, target.name)
             try:
@@ -80,7 +83,8 @@ class Runner:
         if process is not None and process.poll() is None:
             process.terminate()
 
-    def _run_fio(self, jobfile: JobFile, target: Target, env: dict[str, str], annotation: Annotation) -> RunOutcome:
+    def _run_fio(self, jobfile: JobFile, target: Target, env: dict[str, str], annotation: Annotation,
+                 on_report: Callable[[RunResult], None] | None = None) -> RunOutcome:
         outcome = RunOutcome(profile=jobfile.path.stem, jobnames=jobfile.jobnames, ok=False, annotation=annotation)
         interval = max(1, round(self.config.status_interval_seconds))
         cmd = [self.config.fio_binary, str(jobfile.path), "--output-format=json+", f"--status-interval={interval}"]
@@ -107,6 +111,8 @@ class Runner:
             for line in process.stdout:
                 for report in stream.feed(line):
                     self.store.update_live(report, target.name)
+                    if on_report is not None:
+                        on_report(report)
         except ValueError as exc:  # ParseError, or a status report with values out of range
             log.error("%s: unreadable fio status report: %s", jobfile.path, exc)
         rc = process.wait()

@@ -1,0 +1,122 @@
+"""Every chart of every report, drawn by matplotlib on the Agg backend (no display needed).
+
+Axes carry engineering units (``EngFormatter``: 2.5 ms, 12 kIOPS, 80 MB/s); time axes are
+UTC. A ``Chart`` is a named figure; ``html.write_report`` saves it as PNG and embeds it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.dates as mdates
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter, PercentFormatter
+
+from .results import Point
+
+WIDTH, HEIGHT, DPI = 10.0, 3.4, 96
+
+
+@dataclass
+class Chart:
+    name: str  # file stem, unique in a report
+    title: str
+    figure: Figure
+
+
+@dataclass
+class Line:
+    label: str
+    times: Sequence[float]  # unix seconds
+    values: Sequence[float]
+
+
+@dataclass
+class Window:
+    """A shaded span on a time chart: a fio run, a firing alert."""
+
+    label: str
+    start: float
+    end: float
+
+
+def _figure() -> tuple[Figure, Axes]:
+    fig = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _utc(ts: Sequence[float]) -> list[float]:
+    """Unix seconds -> matplotlib date numbers (UTC)."""
+    return [float(mdates.date2num(dt.datetime.fromtimestamp(t, dt.UTC))) for t in ts]
+
+
+def time_chart(name: str, title: str, lines: list[Line], unit: str, windows: list[Window], percent: bool = False) -> Chart:
+    fig, ax = _figure()
+    for line in lines:
+        if line.times:
+            ax.plot(_utc(line.times), line.values, label=line.label, linewidth=1.2)
+    for i, w in enumerate(windows):
+        ax.axvspan(*_utc([w.start, w.end]), color="tab:orange", alpha=0.15, linewidth=0)
+        ax.annotate(w.label, xy=(_utc([w.start])[0], 1.0), xycoords=("data", "axes fraction"), xytext=(2, -10 - 10 * (i % 3)),
+                    textcoords="offset points", fontsize=7, color="tab:brown")
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0) if percent else EngFormatter(unit=unit))
+    locator = mdates.AutoDateLocator(tz=dt.UTC)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=dt.UTC))
+    ax.set_xlabel("time (UTC)")
+    ax.set_title(title, fontsize=10, loc="left")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    if any(line.times for line in lines):
+        ax.legend(fontsize=7, loc="upper right", ncols=min(5, len(lines)))
+    return Chart(name, title, fig)
+
+
+def uses_bandwidth(bs: str) -> bool:
+    """Large blocks are judged by throughput, small ones by IOPS."""
+    digits = "".join(c for c in bs if c.isdigit())
+    unit = bs.lower().rstrip("b")[-1:] if bs else ""
+    scale = {"k": 1024, "m": 2**20, "g": 2**30}.get(unit, 1)
+    return bool(digits) and int(digits) * scale >= 64 * 1024
+
+
+def _throughput(points: Sequence[Point], bandwidth: bool) -> tuple[list[float], list[float]]:
+    if bandwidth:
+        return [p.bw for p in points], [p.bw_sd for p in points]
+    return [p.iops for p in points], [p.iops_sd for p in points]
+
+
+def response_chart(name: str, title: str, series: list[tuple[str, Sequence[Point]]], bandwidth: bool,
+                   marks: Sequence[tuple[str, Point]] = (), latency_target: float | None = None) -> Chart:
+    """Throughput against mean and p99 completion latency, one point per queue depth, with error bars."""
+    fig, ax = _figure()
+    for i, (label, points) in enumerate(series):
+        xs, xerr = _throughput(points, bandwidth)
+        color = f"C{i}"
+        ax.errorbar(xs, [p.lat_mean for p in points], xerr=xerr, yerr=[p.lat_sd for p in points], fmt="o-", color=color,
+                    capsize=3, markersize=4, label=f"{label} mean", gid=f"errorbar-{name}-{i}-mean")
+        ax.errorbar(xs, [p.lat_p99 for p in points], xerr=xerr, yerr=[p.p99_sd for p in points], fmt="s--", color=color,
+                    capsize=3, markersize=4, alpha=0.7, label=f"{label} p99", gid=f"errorbar-{name}-{i}-p99")
+        for x, p in zip(xs, points):
+            ax.annotate(f"qd{p.depth}", (x, p.lat_mean), textcoords="offset points", xytext=(3, -10), fontsize=7, color=color)
+    for i, (label, p) in enumerate(marks):
+        x = p.bw if bandwidth else p.iops
+        ax.axvline(x, color="grey", linestyle=":", linewidth=1)
+        ax.annotate(label, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12 - 10 * i), textcoords="offset points", fontsize=7)
+    if latency_target:
+        ax.axhline(latency_target, color="tab:red", linestyle="--", linewidth=1, label="latency target")
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(EngFormatter(unit="B/s" if bandwidth else "IOPS"))
+    ax.yaxis.set_major_formatter(EngFormatter(unit="s"))
+    ax.set_xlabel("bandwidth" if bandwidth else "IOPS")
+    ax.set_ylabel("completion latency")
+    ax.set_title(title, fontsize=10, loc="left")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    return Chart(name, title, fig)

@@ -1,0 +1,97 @@
+"""Comparison report: baseline against candidate, workload by workload, queue depth by depth.
+
+Workloads are matched on what the job did (rw, block size, direction), not on where it ran,
+so two targets or two tags of one results directory compare as well as two directories. A
+delta is *significant* only where it exceeds ``SIGNIFICANCE`` times the combined run-to-run
+spread of the two points (the error bars of the performance report).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .charts import response_chart, uses_bandwidth
+from .html import Report, Section, Table, Verdict
+from .performance import fmt_eng
+from .results import Point, Sample, curves
+
+SIGNIFICANCE = 2.0
+METRICS = (  # attribute, spread attribute, label, higher is better
+    ("iops", "iops_sd", "IOPS", True),
+    ("lat_p99", "p99_sd", "p99 latency", False),
+    ("bw", "bw_sd", "bandwidth", True),
+)
+
+
+def _fmt(attr: str, value: float) -> str:
+    if attr == "iops":
+        return f"{value:.0f}"
+    return fmt_eng(value, "s" if attr == "lat_p99" else "B/s")
+
+
+def delta(base: Point, cand: Point, attr: str, spread: str) -> tuple[float, bool]:
+    """Relative change of ``attr`` and whether it exceeds the run-to-run spread."""
+    b, c = getattr(base, attr), getattr(cand, attr)
+    noise = SIGNIFICANCE * math.hypot(getattr(base, spread), getattr(cand, spread))
+    return (c - b) / b if b else 0.0, abs(c - b) > noise and c != b
+
+
+def conclusion(rows: list[tuple[int, dict[str, tuple[float, bool]]]]) -> str:
+    parts = []
+    for attr, _, label, higher_better in METRICS:
+        sig = [(depth, d[attr][0]) for depth, d in rows if d[attr][1]]
+        if not sig:
+            continue
+        lo, hi = min(abs(x) for _, x in sig) * 100, max(abs(x) for _, x in sig) * 100
+        signs = {x > 0 for _, x in sig}
+        direction = "changed" if len(signs) > 1 else ("higher" if signs == {True} else "lower")
+        span = f"{lo:.0f} %" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f} %"
+        depths = sorted(d for d, _ in sig)
+        where = f"at qd {depths[0]}" if len(depths) == 1 else f"at qd {depths[0]}–{depths[-1]}"
+        parts.append(f"{span} {direction} {label} {where}")
+    return "candidate " + "; ".join(parts) if parts else "no significant difference"
+
+
+def comparison_report(baseline: list[Sample], candidate: list[Sample], names: tuple[str, str]) -> Report:
+    def by_pattern(samples: list[Sample]) -> dict[tuple[str, str, str], list[Point]]:
+        out: dict[tuple[str, str, str], list[Point]] = {}
+        for w, points in curves(samples).items():
+            key = (w.rw, w.bs, w.ddir)
+            out[key] = sorted(out.get(key, []) + points, key=lambda p: p.depth)
+        return out
+
+    base, cand = by_pattern(baseline), by_pattern(candidate)
+    report = Report("comparison", f"fio comparison — {names[0]} (baseline) vs {names[1]} (candidate)")
+    report.summary.append(f"A delta is marked significant where it exceeds {SIGNIFICANCE:g}× the combined run-to-run spread "
+                          "(standard deviation across repeats, else fio's own).")
+    common = sorted(set(base) & set(cand))
+    for only, label in ((set(base) - set(cand), "baseline"), (set(cand) - set(base), "candidate")):
+        if only:
+            report.summary.append(f"Only in the {label}: " + ", ".join(" ".join(k) for k in sorted(only)))
+    for key in common:
+        b_points, c_points = {p.depth: p for p in base[key]}, {p.depth: p for p in cand[key]}
+        depths = sorted(set(b_points) & set(c_points))
+        title = " ".join(key)
+        table = Table(["queue depth"] + [f"{label} {n}" for _, _, label, _ in METRICS for n in ("baseline", "candidate", "Δ")], [])
+        rows = []
+        for depth in depths:
+            b, c = b_points[depth], c_points[depth]
+            deltas = {attr: delta(b, c, attr, spread) for attr, spread, _, _ in METRICS}
+            rows.append((depth, deltas))
+            cells = [str(depth)]
+            for attr, _, label, _ in METRICS:
+                cells += [_fmt(attr, getattr(b, attr)), _fmt(attr, getattr(c, attr)), f"{deltas[attr][0] * 100:+.1f} %"]
+                if deltas[attr][1]:
+                    table.marked.add((len(table.rows), len(cells) - 1))
+            table.rows.append(cells)
+        line = conclusion(rows) if rows else "no queue depth in common"
+        significant = any(d[1] for _, ds in rows for d in ds.values())
+        chart = response_chart(f"compare-{'-'.join(key)}".replace("/", "_"), title,
+                               [(names[0], [b_points[d] for d in sorted(b_points)]), (names[1], [c_points[d] for d in sorted(c_points)])],
+                               uses_bandwidth(key[1]))
+        report.verdicts.append(Verdict("comparison", None, f"{title}: {line}", {"significant": str(significant).lower()}))
+        report.sections.append(Section(title, charts=[chart], lines=[line], tables=[table]))
+    if not common:
+        report.verdicts.append(Verdict("comparison", None, "no workload in common between baseline and candidate",
+                                       {"significant": "false"}))
+    return report

@@ -1,0 +1,57 @@
+"""``fioscope report``: which report the flags ask for, and writing it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ConfigError, parse_duration
+from . import ReportError
+from .results import Sample, load_results, select
+
+
+def _duration(value: str, flag: str) -> float:
+    try:
+        return parse_duration(value, flag)
+    except ConfigError as exc:
+        raise ReportError(str(exc)) from None
+
+
+def _side(value: str, flag: str, results: str | None) -> tuple[list[Sample], str]:
+    if Path(value).is_dir():
+        return load_results(value, flag), value
+    if "=" in value:
+        if not results:
+            raise ReportError(f"{flag} {value!r}: a selector needs --results DIR")
+        return select(load_results(results), value, flag), value
+    raise ReportError(f"{flag} {value}: not a directory")
+
+
+def run_report(args) -> Path:
+    if args.baseline or args.candidate:
+        from .comparison import comparison_report
+
+        if not (args.baseline and args.candidate):
+            raise ReportError("--baseline and --candidate go together")
+        base, base_name = _side(args.baseline, "--baseline", args.results)
+        cand, cand_name = _side(args.candidate, "--candidate", args.results)
+        report = comparison_report(base, cand, (base_name, cand_name))
+    elif args.iostat:
+        from .iostat import offline_diagnosis
+
+        report = offline_diagnosis(args.iostat, args.results, args.device)
+    elif args.prometheus_url:
+        from .diagnosis import diagnosis_report
+        from .prometheus import Prometheus, window
+
+        start, end = window(args.start, args.end, args.last)
+        report = diagnosis_report(Prometheus(args.prometheus_url), start, end, args.host, args.device)
+    elif args.results:
+        from .performance import performance_report
+
+        target = _duration(args.latency_target, "--latency-target") if args.latency_target else None
+        report = performance_report(load_results(args.results), args.results, target)
+    else:
+        raise ReportError("say what to report on: --prometheus.url, --iostat FILE..., --results DIR, or --baseline/--candidate")
+    from .html import write_report  # matplotlib: imported once the input is known to be good
+
+    return write_report(report, args.output, args.pdf)

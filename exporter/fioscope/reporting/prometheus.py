@@ -1,0 +1,105 @@
+"""The few Prometheus HTTP API calls the diagnosis report makes (``/api/v1/query_range``,
+``/api/v1/query``), and the report window from ``--last`` / ``--from`` / ``--to``.
+
+Range queries ask for at most ``MAX_POINTS`` points per series: over a 24 h window the step
+grows (here one point per minute) and the report says so.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+
+from ..config import ConfigError, parse_duration
+from . import ReportError
+
+MAX_POINTS = 1500
+MIN_STEP = 15.0  # the stack's scrape and evaluation interval
+TIMEOUT = 30.0
+
+
+@dataclass
+class Series:
+    labels: dict[str, str]
+    times: list[float]
+    values: list[float]
+
+
+def step_for(start: float, end: float, min_step: float = MIN_STEP) -> float:
+    return max(min_step, math.ceil((end - start) / MAX_POINTS))
+
+
+class Prometheus:
+    def __init__(self, url: str, flag: str = "--prometheus.url"):
+        parsed = urllib.parse.urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ReportError(f"{flag} {url!r}: not an http(s) URL")
+        self.url = url.rstrip("/")
+        self.flag = flag
+
+    def _get(self, path: str, params: dict[str, str]) -> dict:
+        full = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(full, timeout=TIMEOUT) as resp:
+                body = json.load(resp)
+        except urllib.error.HTTPError as exc:
+            try:
+                detail = json.load(exc).get("error", "")
+            except ValueError:
+                detail = ""
+            raise ReportError(f"{self.flag} {self.url}: HTTP {exc.code} for {params.get('query', path)!r}: {detail}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise ReportError(f"{self.flag} {self.url}: cannot reach Prometheus: {getattr(exc, 'reason', exc)}") from None
+        except ValueError:
+            raise ReportError(f"{self.flag} {self.url}: the answer is not Prometheus JSON") from None
+        if body.get("status") != "success":
+            raise ReportError(f"{self.flag} {self.url}: query {params.get('query')!r} failed: {body.get('error')}")
+        return body["data"]
+
+    def range(self, query: str, start: float, end: float, step: float) -> list[Series]:
+        data = self._get("/api/v1/query_range", {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
+        out = []
+        for r in data.get("result", []):
+            values = [(float(t), float(v)) for t, v in r.get("values", [])]
+            out.append(Series(r.get("metric", {}), [t for t, _ in values], [v for _, v in values]))
+        return out
+
+    def instant(self, query: str, at: float) -> list[Series]:
+        data = self._get("/api/v1/query", {"query": query, "time": f"{at:.3f}"})
+        return [Series(r.get("metric", {}), [float(r["value"][0])], [float(r["value"][1])]) for r in data.get("result", [])
+                if data.get("resultType") == "vector"]
+
+
+def _when(value: str, flag: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise ReportError(f"{flag} {value!r}: expected unix seconds or ISO 8601 (2026-05-01T12:00:00Z)") from None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)).timestamp()
+
+
+def window(start: str | None, end: str | None, last: str | None, now: float | None = None) -> tuple[float, float]:
+    """The report window: ``--from``/``--to`` or ``--last`` (default the last hour)."""
+    if last and start:
+        raise ReportError("--last and --from exclude each other")
+    to = _when(end, "--to") if end else (now or time.time())
+    if start:
+        frm = _when(start, "--from")
+    else:
+        try:
+            frm = to - parse_duration(last or "1h", "--last")
+        except ConfigError as exc:
+            raise ReportError(str(exc)) from None
+    if frm >= to:
+        raise ReportError(f"--from/--to: the window is empty ({frm:.0f} >= {to:.0f})")
+    return frm, to

@@ -1,0 +1,358 @@
+"""``fioscope report`` and the command-line sweep, against real fio, Prometheus and Chromium.
+
+Fast: tiny fio runs in /var/tmp, the iostat captures recorded on lab disks
+(tests/fixtures/iostat, see capture.sh), one headless Chromium per rendered report.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, REPO
+
+EXPORTER = str(REPO / "exporter")
+IOSTAT = FIXTURES / "iostat"
+LAB_CAP_IOPS = 200  # capture.sh: --read-iops 200
+
+
+def fioscope(*args: str, timeout: float = 300, tty: bool = False) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": EXPORTER}
+    env.pop("CI", None)
+    cmd = [sys.executable, "-m", "fioscope", *args]
+    if tty:  # under a pseudo-terminal, as a person at a shell sees it
+        cmd = ["script", "-qec", " ".join(f"'{c}'" for c in cmd), "/dev/null"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+
+
+# ---- the browser ---------------------------------------------------------------------------
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        pytest.fail("chromium is not installed (scripts/setup.sh installs it)")
+    return path
+
+
+def open_in_chromium(html: Path, screenshot: Path) -> tuple[str, list[str]]:
+    """(DOM after rendering, console messages); network off: a dead proxy, no name resolution."""
+    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9",
+            "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0"]
+    dom = subprocess.run(base + ["--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=120, check=False)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    shot = subprocess.run(base + [f"--screenshot={screenshot}", "--window-size=1100,2400", html.as_uri()],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert shot.returncode == 0 and screenshot.stat().st_size > 10_000, shot.stderr[-2000:]
+    console = [ln for ln in (dom.stderr + shot.stderr).splitlines() if ":CONSOLE" in ln or "net::ERR" in ln]
+    return dom.stdout, console
+
+
+class Verdicts(HTMLParser):
+    """The verdict items of a rendered report: their data-* attributes and text."""
+
+    def __init__(self, dom: str):
+        super().__init__()
+        self.items: list[dict] = []
+        self._open: dict | None = None
+        self.images: list[str] = []
+        self.external: list[str] = []
+        self.feed(dom)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "li" and "verdict" in (a.get("class") or ""):
+            self._open = {**a, "text": ""}
+            self.items.append(self._open)
+        if tag == "img":
+            self.images.append(a.get("src", ""))
+        for key in ("src", "href"):
+            if re.match(r"^(https?:)?//", a.get(key) or ""):
+                self.external.append(a[key])
+
+    def handle_endtag(self, tag):
+        if tag == "li":
+            self._open = None
+
+    def handle_data(self, data):
+        if self._open is not None:
+            self._open["text"] += data
+
+    def of(self, kind: str, **data: str) -> list[dict]:
+        return [v for v in self.items if v.get("data-kind") == kind and all(v.get(f"data-{k}") == x for k, x in data.items())]
+
+
+def rendered(out: Path, tmp_path: Path) -> Verdicts:
+    dom, console = open_in_chromium(out / "report.html", tmp_path / "screenshot.png")
+    assert console == [], console
+    page = Verdicts(dom)
+    assert page.external == [], "the report must open with no network"
+    assert page.images and all(src.startswith("data:image/png;base64,") for src in page.images)
+    return page
+
+
+# ---- offline diagnosis from real iostat captures -----------------------------------------------
+
+def lab_device(results: Path) -> str:
+    capture = json.loads((IOSTAT / f"{results.name.split('-')[0]}.json").read_text())  # capped-results -> capped.json
+    return next(d["disk_device"] for d in capture["sysstat"]["hosts"][0]["statistics"][1]["disk"] if d["disk_device"].startswith("loop"))
+
+
+def test_offline_diagnosis_capped_disk_is_throttled_at_the_lab_cap(tmp_path):
+    out, results = tmp_path / "capped", tmp_path / "results"
+    results.mkdir()
+    for path in (IOSTAT / "capped-results").glob("*.json"):  # the run as if its target declared a 30 ms SLA
+        doc = json.loads(path.read_text())
+        doc["fioscope"]["sla_latency_seconds"] = 0.03
+        (results / path.name).write_text(json.dumps(doc))
+    proc = fioscope("report", "--iostat", str(IOSTAT / "capped.json"), "--results", str(results), "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = rendered(out, tmp_path)
+    device = lab_device(IOSTAT / "capped-results")
+    [throttled] = page.of("throttled", device=device)
+    assert throttled["data-ok"] == "false", throttled["text"]
+    assert abs(float(throttled["data-ceiling-iops"]) - LAB_CAP_IOPS) <= 0.1 * LAB_CAP_IOPS
+    assert "FioscopeDiskThrottledUnderFioLoad" in throttled["text"]
+    [sla] = page.of("fio-sla", jobname="rand-read-iops")
+    assert sla["data-ok"] == "false" and "SLA 30 ms" in sla["text"]  # ~640 ms p99 behind the cap
+    # the host's own disk carried no capped load
+    assert all(v["data-ok"] == "true" for v in page.of("throttled") if v["data-device"] != device)
+    assert len(list(out.glob("*.png"))) == 7 * 2  # six iostat charts + avg-cpu, per device
+    assert "rand-read-iops" in (out / "report.html").read_text()  # the fio run is shaded and labelled
+
+
+def test_offline_diagnosis_healthy_disk_is_not_throttled(tmp_path):
+    from fioscope.reporting.iostat import offline_diagnosis
+
+    report = offline_diagnosis([str(IOSTAT / "healthy.json")], str(IOSTAT / "healthy-results"), None)
+    throttled = [v for v in report.verdicts if v.kind == "throttled"]
+    assert throttled and all(v.ok for v in throttled), [v.text for v in throttled]
+    assert [v.ok for v in report.verdicts if v.kind == "alerts"] == [True]
+
+
+def test_iostat_counters_rebuild_the_iostat_columns():
+    """The counters the rules read give back iostat's own figures for each interval."""
+    from fioscope.reporting.iostat import counter_series, load_iostat
+
+    [capture] = load_iostat(str(IOSTAT / "capped.json"))
+    series = counter_series(capture)
+    device = lab_device(IOSTAT / "capped-results")
+    labels = next(k for k in series["node_disk_reads_completed_total"] if f'device="{device}"' in k)
+    sample = capture.samples[10]
+    reads = dict(series["node_disk_reads_completed_total"][labels])
+    busy = dict(series["node_disk_read_time_seconds_total"][labels])
+    before = max(t for t in reads if t < capture.samples[9].timestamp + 1e-6)
+    dt = sample.timestamp - before
+    r_per_s = (reads[sample.timestamp] - reads[before]) / dt
+    await_s = (busy[sample.timestamp] - busy[before]) / (reads[sample.timestamp] - reads[before])
+    assert r_per_s == pytest.approx(sample.disks[device]["r/s"], rel=1e-6)
+    assert await_s == pytest.approx(sample.disks[device]["r_await"] / 1000, rel=1e-6)
+
+
+# ---- performance and comparison from real fio runs ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """A real sweep (qd 1, 16; twice) run through `fioscope run` under a terminal."""
+    base = Path(tempfile_dir()) / f"reports-sweep-{os.getpid()}"
+    target, results = base / "target", base / "results"
+    target.mkdir(parents=True, exist_ok=True)
+    proc = fioscope("run", "iodepth-sweep", "--target.dir", str(target), "--results.dir", str(results), "--iodepth", "1,16",
+                    "--repeat", "2", "--env", "RUNTIME=1", "--env", "RAMP=1", "--env", "SIZE=8m", tty=True)
+    yield proc, results, base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def tempfile_dir() -> str:
+    return "/var/tmp" if os.path.isdir("/var/tmp") else "/tmp"
+
+
+def test_sweep_from_the_command_line_with_progress_on_a_terminal(sweep):
+    proc, results, _ = sweep
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"\[\d/4\] sweep-qd1-r1, ETA \d+s", proc.stdout), proc.stdout  # script(1) merges stderr
+    result = json.loads(next(results.glob("iodepth-sweep-*.json")).read_text())["jobs"]
+    assert [j["jobname"] for j in result] == ["sweep-qd1-r1", "sweep-qd16-r1", "sweep-qd1-r2", "sweep-qd16-r2"]
+    assert {j["job options"]["iodepth"] for j in result} == {"1", "16"}
+    assert all(j["job options"].get("ramp_time") == "1" or "ramp_time" not in j["job options"] for j in result)
+
+
+def test_run_is_quiet_in_a_pipe(tmp_path):
+    proc = fioscope("run", "iodepth-sweep", "--target.dir", str(tmp_path), "--results.dir", str(tmp_path / "r"),
+                    "--iodepth", "1", "--env", "RUNTIME=1", "--env", "RAMP=0", "--env", "SIZE=4m")
+    assert proc.returncode == 0, proc.stderr
+    assert "ETA" not in proc.stderr + proc.stdout and "\r" not in proc.stderr
+
+
+def test_performance_report_has_error_bars_knee_and_table(sweep, tmp_path):
+    from fioscope.reporting.performance import is_steep, performance_report
+    from fioscope.reporting.results import curves, load_results
+
+    _, results, _ = sweep
+    samples = load_results(results)
+    [points] = curves(samples).values()
+    assert [(p.depth, p.repeats) for p in points] == [(1, 2), (16, 2)]
+    report = performance_report(samples, str(results), latency_target=0.05)
+    [section] = report.sections
+    [knee] = [v for v in section.verdicts if v.kind == "knee"]
+    # the knee is the point before the first steep step, read from the data
+    steep = [is_steep(a, b, False) for a, b in itertools.pairwise(points)]
+    expected = points[steep.index(True)] if True in steep else points[-1]
+    assert knee.data["depth"] == expected.depth
+    axes = section.charts[0].figure.axes[0]
+    bars = [c for c in axes.containers if type(c).__name__ == "ErrorbarContainer"]
+    assert len(bars) == 2 and all(c.has_xerr and c.has_yerr for c in bars)
+    assert all(p.iops_sd > 0 and p.lat_sd > 0 for p in points)  # spread across the two repeats
+    proc = fioscope("report", "--results", str(results), "--output", str(tmp_path / "perf"), "--latency-target", "50ms", "--pdf")
+    assert proc.returncode == 0, proc.stderr
+    html = (tmp_path / "perf" / "report.html").read_text()
+    assert html.count("<tr>") == 1 + len(points) and "queue depth" in html
+    assert (tmp_path / "perf" / "report.pdf").read_bytes().startswith(b"%PDF")
+
+
+@pytest.fixture(scope="module")
+def capped_sweep(sweep):
+    """The same sweep under fio's own rate cap (rate_iops): a real, slower candidate."""
+    _, _, base = sweep
+    capped, job = base / "capped-results", base / "iodepth-sweep.fio"
+    job.write_text((REPO / "fio-jobs" / "iodepth-sweep.fio").read_text().replace("[global]\n", "[global]\nrate_iops=300\n"))
+    proc = fioscope("run", str(job), "--target.dir", str(base / "target"), "--results.dir", str(capped), "--iodepth", "1,16",
+                    "--repeat", "2", "--env", "RUNTIME=1", "--env", "RAMP=0", "--env", "SIZE=8m")
+    assert proc.returncode == 0, proc.stderr
+    return capped
+
+
+def test_comparison_rate_capped_candidate_is_significantly_worse(sweep, capped_sweep, tmp_path):
+    _, baseline, _ = sweep
+    capped = capped_sweep
+    out = tmp_path / "cmp"
+    proc = fioscope("report", "--baseline", str(baseline), "--candidate", str(capped), "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = rendered(out, tmp_path)
+    [verdict] = page.of("comparison")
+    assert verdict["data-significant"] == "true"
+    # significant where the baseline's repeats agree (this machine is shared: a noisy depth may not be)
+    assert re.search(r"lower IOPS at qd", verdict["text"]) and "higher IOPS" not in verdict["text"], verdict["text"]
+    # fio's rate cap spaces requests out rather than queueing them: latency is no worse (the lab e2e checks that side)
+    assert 'class="significant"' in (out / "report.html").read_text()
+
+
+def test_comparison_of_two_tags_in_one_results_dir(sweep, capped_sweep, tmp_path):
+    _, baseline, _ = sweep
+    both = tmp_path / "both"
+    both.mkdir()
+    for source, tag in ((baseline, "plain"), (capped_sweep, "capped")):
+        for path in source.glob("*.json"):
+            doc = json.loads(path.read_text())
+            doc["fioscope"]["tags"] = {"config": tag}
+            (both / f"{tag}-{path.name}").write_text(json.dumps(doc))
+    out = tmp_path / "tags"
+    proc = fioscope("report", "--results", str(both), "--baseline", "tag:config=plain", "--candidate", "tag:config=capped",
+                    "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    html = (out / "report.html").read_text()
+    assert 'data-significant="true"' in html and "lower IOPS" in html
+    missing = fioscope("report", "--results", str(both), "--baseline", "tag:config=nope", "--candidate", "tag:config=capped",
+                       "--output", str(tmp_path / "none"))
+    assert_one_line_failure(missing, tmp_path / "none", "--baseline", "no result matches")
+
+
+def test_comparison_same_directory_is_no_significant_difference(sweep, tmp_path):
+    _, results, _ = sweep
+    proc = fioscope("report", "--baseline", str(results), "--candidate", str(results), "--output", str(tmp_path / "same"))
+    assert proc.returncode == 0, proc.stderr
+    html = (tmp_path / "same" / "report.html").read_text()
+    assert "no significant difference" in html and 'data-significant="true"' not in html
+
+
+# ---- bad input: one line, non-zero, no traceback, no file ----------------------------------------
+
+def assert_one_line_failure(proc: subprocess.CompletedProcess, out: Path, *words: str) -> None:
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert all(w in lines[0] for w in words), lines[0]
+    assert not (out / "report.html").exists() and not list(out.glob("*.png")) if out.exists() else True
+
+
+def test_empty_results_dir(tmp_path):
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "out"
+    assert_one_line_failure(fioscope("report", "--results", str(tmp_path / "empty"), "--output", str(out)), out, "--results", "no fio results")
+
+
+def test_prometheus_down(tmp_path):
+    from conftest import free_port
+
+    out = tmp_path / "out"
+    proc = fioscope("report", "--prometheus.url", f"http://127.0.0.1:{free_port()}", "--last", "1h", "--output", str(out))
+    assert_one_line_failure(proc, out, "--prometheus.url", "cannot reach Prometheus")
+
+
+def test_window_with_no_data(tmp_path):
+    from fioscope.reporting.iostat import TemporaryPrometheus
+
+    server = TemporaryPrometheus(tmp_path / "tsdb", tmp_path)
+    server.start()
+    try:
+        out = tmp_path / "out"
+        proc = fioscope("report", "--prometheus.url", server.url, "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T01:00:00Z",
+                        "--output", str(out))
+    finally:
+        server.stop()
+    assert_one_line_failure(proc, out, "no disk data in the window")
+
+
+@pytest.mark.parametrize("content, words", [
+    (lambda: (IOSTAT / "capped.json").read_text()[:5000], ("truncated",)),
+    (lambda: next((IOSTAT / "capped-results").glob("*.json")).read_text(), ("not `iostat -o JSON` output",)),
+    (lambda: "hello", ("not JSON",)),
+])
+def test_bad_iostat_file(tmp_path, content, words):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content())
+    out = tmp_path / "out"
+    assert_one_line_failure(fioscope("report", "--iostat", str(bad), "--output", str(out)), out, "--iostat", str(bad), *words)
+
+
+def test_no_report_kind_and_bad_flags(tmp_path):
+    out = tmp_path / "out"
+    assert_one_line_failure(fioscope("report", "--output", str(out)), out, "say what to report on")
+    assert_one_line_failure(fioscope("report", "--prometheus.url", "ftp://x", "--output", str(out)), out, "not an http(s) URL")
+    assert_one_line_failure(fioscope("report", "--results", str(tmp_path), "--latency-target", "soon", "--output", str(out)), out)
+
+
+# ---- the sweep's job file -----------------------------------------------------------------------
+
+def test_sweep_expansion_is_a_valid_job_file(tmp_path):
+    from fioscope.jobs import load_job
+    from fioscope.sweep import parse_depths, write_sweep
+
+    path = write_sweep(REPO / "fio-jobs" / "iodepth-sweep.fio", parse_depths("4,64"), 3, tmp_path)
+    job = load_job(path, {"TARGET_DIR": str(tmp_path)})
+    assert job.jobnames == [f"sweep-qd{d}-r{r}" for r in (1, 2, 3) for d in (4, 64)]
+    assert [job.option(n, "iodepth") for n in job.jobnames[:2]] == ["4", "64"]
+    assert job.option("sweep-qd4-r1", "ramp_time") == "5" and "stonewall" in job.sections["global"]
+    assert {job.option(n, "filename") for n in job.jobnames} == {"sweep.dat"}  # one file, laid out once
+    with pytest.raises(Exception, match="--iodepth"):
+        parse_depths("1,x")
+
+
+def test_window_and_downsampling_step():
+    from fioscope.reporting import ReportError
+    from fioscope.reporting.prometheus import MAX_POINTS, step_for, window
+
+    assert window(None, None, "24h", now=1_800_000_000) == (1_800_000_000 - 86400, 1_800_000_000)
+    with pytest.raises(ReportError, match="empty"):
+        window("2026-05-01T12:00:00Z", "2026-05-01T13:00:00+01:00", None)
+    with pytest.raises(ReportError, match="--from"):
+        window("yesterday", None, None)
+    assert step_for(0, 3600) == 15  # an hour: every evaluation
+    assert 86400 / step_for(0, 86400) <= MAX_POINTS  # a day: capped, one point per minute or so
