@@ -33,6 +33,11 @@ def params(s: dict) -> dict[str, str]:
         "baselineWindow": thr["baseline_window"],
         "resultsStaleSeconds": fmt(seconds(t["results_stale_after"])),
         "unsaturatedUtil": fmt(thr["util_min_ratio"] / 2),
+        "fioWindow": thr["fio_window"],
+        "window": thr["window"],
+        "baselineInterval": thr["baseline_interval"],
+        "stepDownLookback": thr["step_down_lookback"],
+        "queueWindow": t["queue_window"],
     }
     for key, value in list(t.items()) + [(f"throttle_{k}", v) for k, v in thr.items()]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -47,9 +52,13 @@ class Record:
     record: str
     expr: str
     iostat: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
 
     def render(self, p: dict[str, str]) -> dict:
-        return {"record": self.record, "expr": self.expr % p}
+        rule: dict = {"record": self.record, "expr": self.expr % p}
+        if self.labels:
+            rule["labels"] = dict(self.labels)
+        return rule
 
 
 @dataclass(frozen=True)

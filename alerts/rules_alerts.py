@@ -4,38 +4,48 @@ Templates take their thresholds, windows and selectors from alerts/config.yaml (
 from __future__ import annotations
 
 from mixin import Alert, fmt, params
+from rules_recording import slow
 
 
-def disk_value(metric: str, humanize: str = "humanize") -> str:
-    """A value of another series of the alert's device, inside an annotation template."""
-    return ("{{ with printf \"%s{instance='%%%%s',device='%%%%s'}\" $labels.instance $labels.device | query }}"
-            "{{ . | first | value | %s }}{{ else }}unknown{{ end }}") % (metric, humanize)
-
-
-def signature(window: str) -> str:
-    """The throttling signature over a flatness window; await first: it is the alert's $value."""
-    return (
-        "(fioscope:disk_await_seconds >= %(throttle_await_min_seconds)s)\n"
-        "and on (instance, job, device) (\n"
-        "  fioscope:disk_await_seconds >= on (instance, job, device) %(throttle_await_baseline_factor)s * fioscope:disk_await_baseline_seconds\n"
-        "  or (fioscope:disk_await_seconds unless on (instance, job, device) fioscope:disk_await_baseline_seconds)\n"
-        ")\n"
-        "and on (instance, job, device) fioscope:disk_util_ratio >= %(throttle_util_min_ratio)s\n"
-        "and on (instance, job, device) fioscope:disk_queue_size >= %(throttle_queue_min)s\n"
-        "and on (instance, job, device) avg_over_time(fioscope:disk_iops:irate[" + window + "]) >= %(throttle_min_iops)s\n"
-        "and on (instance, job, device)\n"
-        "  stddev_over_time(fioscope:disk_iops:irate[" + window + "]) / avg_over_time(fioscope:disk_iops:irate[" + window + "])"
-        " <= %(throttle_flatness_max_cv)s"
-    )
+def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> str:
+    """A value of another series of the alert's device, inside an annotation template (``around``: a function of it)."""
+    series = around % (metric + "{instance='%%s',device='%%s'}")
+    return ("{{ with printf \"%s\" $labels.instance $labels.device | query }}"
+            "{{ . | first | value | %s }}{{ else }}unknown{{ end }}") % (series, humanize)
 
 
 FSYNC_RUN = 'fio_run_latency_seconds{%(fioSelector)s,ddir="sync",stage="lat",quantile="0.99"}'
 FSYNC_HIST = ('histogram_quantile(0.99, sum by (instance, job, jobname, le) '
               '(rate(fio_latency_seconds_bucket{%(fioSelector)s,ddir="sync",stage="lat"}[%(fsyncHistogramWindow)s])))')
-THROTTLE_DESC = ("{{ $labels.device }} on {{ $labels.instance }} looks throttled: IOPS flat at "
-                 + disk_value("fioscope:disk_iops") + "/s, util " + disk_value("fioscope:disk_util_ratio", "humanizePercentage")
-                 + ", queue " + disk_value("fioscope:disk_queue_size") + ", await {{ $value | humanizeDuration }}"
-                 " (the device's normal is " + disk_value("fioscope:disk_await_baseline_seconds", "humanizeDuration") + ").")
+ON = "on (instance, job, device)"
+
+
+def ceilings_text(window: str) -> str:
+    """'reads flat at ~700/s, writes flat at ~300/s (at 98 % of the declared 1000 IOPS)' from the recorded ceilings."""
+    each = ("{{ if $i }}, {{ end }}{{ $c.Labels.dimension }} flat at ~{{ if eq $c.Labels.unit \"B/s\" }}{{ $c.Value | humanize1024 }}"
+            "{{ else }}{{ $c.Value | humanize }}{{ end }}{{ $c.Labels.unit }}")
+    ceilings = ("{{ range $i, $c := printf \"fioscope:disk_ceiling{window='" + window + "',instance='%%s',device='%%s'}\" "
+                "$labels.instance $labels.device | query | sortByLabel \"dimension\" }}" + each + "{{ end }}")
+    declared = ("{{ with printf \"fioscope:disk_declared_limit_ratio{instance='%%s',device='%%s'}\" $labels.instance $labels.device"
+                " | query }}{{ range $i, $d := . }}{{ if $i }}, {{ end }}at {{ $d.Value | humanizePercentage }} of the declared "
+                "{{ $d.Labels.limit }}{{ end }}{{ else }}no limit declared{{ end }}")
+    return ceilings + " (" + declared + ")"
+
+
+def throttle_desc(window: str) -> str:
+    return ("{{ $labels.device }} on {{ $labels.instance }} is throttled: " + ceilings_text(window)
+            + "; util " + disk_value("fioscope:disk_util_ratio", "humanizePercentage")
+            + ", queue " + disk_value("fioscope:disk_queue_size") + ", await {{ $value | humanizeDuration }}"
+            " (the device's normal is " + disk_value("fioscope:disk_await_baseline_seconds", "humanizeDuration") + ").")
+
+
+def throttled(window: str) -> str:
+    """The device sits at a ceiling in ``window`` and is the lowest layer that does (one page per cap)."""
+    return (f'fioscope:disk_await_seconds\nand {ON} fioscope:disk_ceiling{{window="{window}"}}\n'
+            f'unless on (host, device) fioscope:disk_ceiling_below{{window="{window}"}}')
+
+
+FIO_ON_DEVICE = "on (host, device) (fio_run_running{%(fioSelector)s} > 0)"
 ETCD_HIST = ("histogram_quantile(0.99, sum by (instance, job, le) "
              "(rate(etcd_disk_%s_duration_seconds_bucket{%%(etcdSelector)s}[%%(etcdWindow)s])))")
 
@@ -45,17 +55,6 @@ def sla_expr(t: dict) -> str:
     exprs = [f'fioscope:disk_await_seconds{{device="{dev}"}} > {fmt(value)}' for dev, value in sorted(sla.items())]
     others = f'{{device!~"{"|".join(sorted(sla))}"}}' if sla else ""
     exprs.append(f"fioscope:disk_await_seconds{others} > %(disk_latency_sla_seconds)s")
-    return " or ".join(exprs)
-
-
-def limit_expr(t: dict) -> str:
-    exprs = []
-    for dev, lim in sorted((t["disk_limits"] or {}).items()):
-        if lim.get("iops"):
-            exprs.append(f'fioscope:disk_iops{{device="{dev}"}} >= {fmt(t["at_limit_ratio"] * lim["iops"])}')
-        if lim.get("bandwidth_bytes"):
-            exprs.append(f'(fioscope:disk_read_bytes_per_second{{device="{dev}"}} + fioscope:disk_write_bytes_per_second{{device="{dev}"}})'
-                         f' >= {fmt(t["at_limit_ratio"] * lim["bandwidth_bytes"])}')
     return " or ".join(exprs)
 
 
@@ -85,11 +84,19 @@ def alerts(s: dict) -> list[Alert]:
               "etcd_fsync", f"etcd backend commit p99 above {commit_ms}",
               "etcd {{ $labels.instance }}: backend commit p99 {{ $value | humanizeDuration }} (etcd's guidance: below " + commit_ms + ").",
               "fio"),
-        Alert("FioscopeDiskThrottledUnderFioLoad", "critical",
-              signature(thr["fio_window"]) + "\nand on () (max(fio_run_running{%(fioSelector)s}) > 0)",
-              "throttled_fio", "Disk throttled while fio loads it", THROTTLE_DESC, "disk"),
-        Alert("FioscopeDiskThrottled", "warning", signature(thr["window"]), "throttled",
-              "Disk shows the throttling signature", THROTTLE_DESC, "disk"),
+        Alert("FioscopeDiskThrottledUnderFioLoad", "critical", throttled("short") + "\nand " + FIO_ON_DEVICE,
+              "throttled_fio", "Disk throttled while fio loads it", throttle_desc("short"), "disk"),
+        Alert("FioscopeDiskThrottled", "warning",
+              throttled("long") + f"\nunless {ON} fioscope:disk_step_down_ratio\nunless " + FIO_ON_DEVICE,
+              "throttled", "Disk sits at a ceiling (throttled)", throttle_desc("long"), "disk"),
+        Alert("FioscopeDiskThrottledAfterBurst", "warning",
+              f"fioscope:disk_step_down_ratio\nand {ON} fioscope:disk_ceiling{{window=\"short\"}}\n"
+              'unless on (host, device) fioscope:disk_ceiling_below{window="short"}',
+              "throttled_after_burst", "Disk throttled after a burst (burst credits exhausted)",
+              "{{ $labels.device }} on {{ $labels.instance }}: burst credits exhausted: IOPS fell from ~"
+              + disk_value("fioscope:disk_iops", around="max_over_time(%s[%%(stepDownLookback)s])") + " to ~"
+              + disk_value("fioscope:disk_iops") + "/s ({{ $value | humanize }}x less) and stay flat: " + ceilings_text("short") + ".",
+              "disk"),
         Alert("FioscopeDiskSaturated", "info", "fioscope:disk_util_ratio >= %(util_saturated_ratio)s", "saturated",
               "Disk busy all the time",
               "{{ $labels.device }} on {{ $labels.instance }}: util {{ $value | humanizePercentage }}. "
@@ -98,10 +105,17 @@ def alerts(s: dict) -> list[Alert]:
         Alert("FioscopeDiskLatencyAboveSla", "warning", sla_expr(t), "latency_sla", "Disk latency above its SLA",
               "{{ $labels.device }} on {{ $labels.instance }}: await {{ $value | humanizeDuration }}, above the SLA in alerts/config.yaml.",
               "disk"),
-        Alert("FioscopeDiskQueueExploding", "warning", "fioscope:disk_queue_size > %(queue_size_exploding)s", "queue",
-              "Disk queue growing",
-              "{{ $labels.device }} on {{ $labels.instance }}: {{ $value | humanize }} requests in flight on average (aqu-sz); "
-              "await is " + disk_value("fioscope:disk_await_seconds", "humanizeDuration") + ".", "disk"),
+        Alert("FioscopeDiskQueueExploding", "warning",
+              # a long queue alone is demand: page only with its cost, await far above normal and no more throughput
+              f"fioscope:disk_queue_size > %(queue_size_exploding)s\nand {ON} " + slow("fioscope:disk_await_seconds")
+              + f"\nand {ON} avg_over_time(fioscope:disk_iops[%(queueWindow)s]) <= %(queue_rise_ratio)s * avg_over_time(fioscope:disk_iops[%(queueWindow)s] offset %(queueWindow)s)"
+              # a queue at a ceiling is the throttling alerts' story
+              + f"\nunless {ON} fioscope:disk_ceiling",
+              "queue", "Disk queue long and costly",
+              "{{ $labels.device }} on {{ $labels.instance }}: {{ $value | humanize }} requests in flight on average (aqu-sz), await "
+              + disk_value("fioscope:disk_await_seconds", "humanizeDuration") + " against a normal of "
+              + disk_value("fioscope:disk_await_baseline_seconds", "humanizeDuration") + ", and no more IOPS than %(queueWindow)s ago.",
+              "disk"),
         Alert("FioscopeHighIowaitIdleCpu", "warning",
               "fioscope:cpu_iowait_ratio > %(iowait_ratio)s\n"
               "and on (instance, job) (fioscope:cpu_user_ratio + fioscope:cpu_system_ratio) < %(iowait_busy_cpu_ratio)s",
@@ -129,13 +143,23 @@ def alerts(s: dict) -> list[Alert]:
               "stale", "fio results are stale", "Job {{ $labels.jobname }}: the last result is {{ $value | humanizeDuration }} old.", "fio"),
         Alert("FioscopeExporterDown", "critical", "up{%(fioSelector)s} == 0 or absent(up{%(fioSelector)s})", "target_down",
               "fioscope exporter down", "fioscope exporter {{ $labels.instance }} cannot be scraped.", "fio"),
+        Alert("FioscopeResultScanStalled", "critical",
+              "time() - fioscope_last_scan_timestamp_seconds{%(fioSelector)s}\n"
+              "  > on (host, instance, job) clamp_min(3 * fioscope_scan_interval_seconds{%(fioSelector)s}, 60)",
+              "scan_stalled", "fioscope stopped scanning its results",
+              "fioscope {{ $labels.instance }}: the last scan of the results directory was {{ $value | humanizeDuration }} ago: "
+              "new results are not published and the figures are going stale.", "fio"),
+        Alert("FioscopeSchedulerStopped", "critical", "fioscope_scheduler_running{%(fioSelector)s} == 0", "scheduler_stopped",
+              "fioscope's fio schedule stopped", "fioscope {{ $labels.instance }}: the schedule thread is not running: no fio job will run.",
+              "fio"),
         Alert("FioscopeNodeExporterDown", "critical", "up{%(nodeSelector)s} == 0 or absent(up{%(nodeSelector)s})", "target_down",
               "node_exporter down", "node_exporter {{ $labels.instance }} cannot be scraped: no kernel view of the disks.", "disk"),
     ]
-    if limit_expr(t):
-        result.append(Alert("FioscopeDiskAtProvisionedLimit", "info", limit_expr(t), "at_limit", "Disk at its provisioned limit",
-                            "{{ $labels.device }} on {{ $labels.instance }}: {{ $value | humanize }}, at the limit declared in alerts/config.yaml.",
-                            "disk"))
+    if t["disk_limits"]:
+        result.append(Alert("FioscopeDiskAtProvisionedLimit", "info", "fioscope:disk_declared_limit_ratio >= %(at_limit_ratio)s", "at_limit",
+                            "Disk at its provisioned limit",
+                            "{{ $labels.device }} on {{ $labels.instance }}: at {{ $value | humanizePercentage }} of the declared {{ $labels.limit }}"
+                            " (alerts/config.yaml).", "disk"))
     return result
 
 

@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--env", action="append", metavar="KEY=VALUE", help="job variable (e.g. RUNTIME=10)")
     run.add_argument("--limit", action="append", metavar="KEY=VALUE", help="declared disk limit, e.g. read_iops=700")
     run.add_argument("--sla.latency", dest="sla_latency", help="p99 latency SLA, e.g. 30ms")
-    run.add_argument("--fsync.threshold", dest="fsync_threshold", default="10ms", help="fdatasync p99 pass line (default 10ms, etcd's guidance)")
+    run.add_argument("--fsync.threshold", dest="fsync_threshold", default=None,
+                     help="fdatasync p99 pass line (default: thresholds.etcd_fsync_p99_seconds of alerts/config.yaml, etcd's 10 ms)")
 
     run.add_argument("--target.cgroup", dest="target_cgroup", help="run fio inside this cgroup (a lab disk's throttle; root)")
 
@@ -145,12 +146,14 @@ def _run_target(args, config: Config) -> Target:
 
 def cmd_run(args) -> int:
     from .report import job_verdicts, summary_lines
+    from .settings import default_fsync_threshold
     from .runner import Runner
     from .store import Store
 
     config = load_config(args.config_file, args.results_dir)
     target = _run_target(args, config)
-    fsync_threshold = parse_duration(args.fsync_threshold, "--fsync.threshold")
+    fsync_threshold = (parse_duration(args.fsync_threshold, "--fsync.threshold") if args.fsync_threshold
+                       else default_fsync_threshold())
     runner = Runner(config, Store(config))
     signal.signal(signal.SIGTERM, lambda s, f: runner.stop())
     outcome = runner.run(args.job, target, _key_values(args.env, "--env"))

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from fioscope.config import ConfigError
 from fioscope.resources import alerts_config_path
 
 # maps keyed by device name: any key is valid below them
@@ -90,3 +91,11 @@ def load_settings(overrides: list[str] | None = None, path: Path | None = None) 
     for item in overrides or []:
         apply_override(settings, item)
     return settings
+
+
+def default_fsync_threshold() -> float:
+    """The fdatasync p99 line (etcd's 10 ms) every part uses: the alerts, the dashboards, ``fioscope run``."""
+    try:
+        return float(load_settings()["thresholds"]["etcd_fsync_p99_seconds"])
+    except (SettingsError, KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{alerts_config_path()}: no usable thresholds.etcd_fsync_p99_seconds ({exc})") from None
