@@ -62,14 +62,14 @@ def alerts(s: dict) -> list[Alert]:
     t = s["thresholds"]
     fsync_ms = f"{t['etcd_fsync_p99_seconds'] * 1000:g} ms"
     commit_ms = f"{t['etcd_backend_commit_p99_seconds'] * 1000:g} ms"
-    thr = t["throttle"]
     result = [
         Alert("FioscopeFsyncTooSlowForEtcd", "critical", FSYNC_RUN + " > %(etcd_fsync_p99_seconds)s", "fsync",
               f"fio fdatasync p99 above etcd's {fsync_ms} line",
               "Job {{ $labels.jobname }}: fdatasync p99 {{ $value | humanizeDuration }} in the last run; "
               f"etcd needs below {fsync_ms}. Storage this slow makes etcd miss heartbeats and elections.", "fio"),
         Alert("FioscopeFsyncNearEtcdLimit", "warning",
-              f"{FSYNC_RUN} > {fmt(t['etcd_fsync_p99_seconds'] * t['etcd_fsync_warning_ratio'])} and {FSYNC_RUN} <= %(etcd_fsync_p99_seconds)s",
+              f"{FSYNC_RUN} > {fmt(t['etcd_fsync_p99_seconds'] * t['etcd_fsync_warning_ratio'])}"
+              f" and {FSYNC_RUN} <= %(etcd_fsync_p99_seconds)s",
               "fsync", f"fio fdatasync p99 close to etcd's {fsync_ms} line",
               "Job {{ $labels.jobname }}: fdatasync p99 {{ $value | humanizeDuration }} in the last run, "
               f"within {100 - 100 * t['etcd_fsync_warning_ratio']:g} %% of etcd's {fsync_ms} line.", "fio"),
@@ -79,7 +79,8 @@ def alerts(s: dict) -> list[Alert]:
               "{{ $value | humanizeDuration }}; " + f"etcd needs below {fsync_ms}.", "fio"),
         Alert("FioscopeEtcdWalFsyncSlow", "critical", ETCD_HIST % "wal_fsync" + " > %(etcd_fsync_p99_seconds)s", "etcd_fsync",
               f"etcd WAL fsync p99 above {fsync_ms}",
-              "etcd {{ $labels.instance }}: WAL fsync p99 {{ $value | humanizeDuration }} (etcd's guidance: below " + fsync_ms + ").", "fio"),
+              "etcd {{ $labels.instance }}: WAL fsync p99 {{ $value | humanizeDuration }} (etcd's guidance: below "
+              + fsync_ms + ").", "fio"),
         Alert("FioscopeEtcdBackendCommitSlow", "warning", ETCD_HIST % "backend_commit" + " > %(etcd_backend_commit_p99_seconds)s",
               "etcd_fsync", f"etcd backend commit p99 above {commit_ms}",
               "etcd {{ $labels.instance }}: backend commit p99 {{ $value | humanizeDuration }} (etcd's guidance: below " + commit_ms + ").",
@@ -108,7 +109,8 @@ def alerts(s: dict) -> list[Alert]:
         Alert("FioscopeDiskQueueExploding", "warning",
               # a long queue alone is demand: page only with its cost, await far above normal and no more throughput
               f"fioscope:disk_queue_size > %(queue_size_exploding)s\nand {ON} " + slow("fioscope:disk_await_seconds")
-              + f"\nand {ON} avg_over_time(fioscope:disk_iops[%(queueWindow)s]) <= %(queue_rise_ratio)s * avg_over_time(fioscope:disk_iops[%(queueWindow)s] offset %(queueWindow)s)"
+              + f"\nand {ON} avg_over_time(fioscope:disk_iops[%(queueWindow)s])"
+              " <= %(queue_rise_ratio)s * avg_over_time(fioscope:disk_iops[%(queueWindow)s] offset %(queueWindow)s)"
               # a queue at a ceiling is the throttling alerts' story
               + f"\nunless {ON} fioscope:disk_ceiling",
               "queue", "Disk queue long and costly",
@@ -120,27 +122,33 @@ def alerts(s: dict) -> list[Alert]:
               "fioscope:cpu_iowait_ratio > %(iowait_ratio)s\n"
               "and on (instance, job) (fioscope:cpu_user_ratio + fioscope:cpu_system_ratio) < %(iowait_busy_cpu_ratio)s",
               "iowait", "CPUs waiting on storage",
-              "{{ $labels.instance }}: iowait {{ $value | humanizePercentage }} while user+system stay low: the workload is bound by storage.",
+              "{{ $labels.instance }}: iowait {{ $value | humanizePercentage }} while user+system stay low: "
+              "the workload is bound by storage.",
               "disk"),
         Alert("FioscopeWriteThroughputCliff", "warning",
               'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}\n'
-              '  < %(write_cliff_ratio)s * max_over_time(fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}[%(writeCliffWindow)s])\n'
+              "  < %(write_cliff_ratio)s * max_over_time("
+              'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}[%(writeCliffWindow)s])\n'
               "and on (instance, job, jobname) fio_run_running{%(fioSelector)s} == 1",
               "write_cliff", "Write throughput fell off a cliff during a sustained write",
               "Job {{ $labels.jobname }}: write bandwidth dropped to {{ $value | humanize1024 }}B/s, below "
-              f"{100 * t['write_cliff_ratio']:g} %% of its peak in the last %(writeCliffWindow)s: a write cache is probably exhausted.", "fio"),
+              f"{100 * t['write_cliff_ratio']:g} %% of its peak in the last %(writeCliffWindow)s: "
+              "a write cache is probably exhausted.", "fio"),
         Alert("FioscopeFioAtPromisedIops", "info",
               'sum by (instance, job, jobname) (fio_iops{%(fioSelector)s,ddir=~"read|write|trim"})\n'
               "  >= on (instance, job, jobname) %(at_limit_ratio)s * fio_promised_iops{%(fioSelector)s}",
               "at_limit", "fio job at the disk's provisioned IOPS",
-              "Job {{ $labels.jobname }} delivers {{ $value | humanize }} IOPS, at the ceiling its target's declared limits promise.", "fio"),
+              "Job {{ $labels.jobname }} delivers {{ $value | humanize }} IOPS, "
+              "at the ceiling its target's declared limits promise.", "fio"),
         Alert("FioscopeFioRunFailed", "warning", "increase(fio_run_failures_total{%(fioSelector)s}[1h]) > 0", "run_failed",
-              "fio run failed", "Job {{ $labels.jobname }}: {{ $value | humanize }} failed run(s) in the last hour; see the exporter's log.",
+              "fio run failed",
+              "Job {{ $labels.jobname }}: {{ $value | humanize }} failed run(s) in the last hour; see the exporter's log.",
               "fio"),
         Alert("FioscopeFioResultsStale", "warning",
               "time() - fio_run_end_timestamp_seconds{%(fioSelector)s} > %(resultsStaleSeconds)s\n"
               "unless on (instance, job, jobname) fio_run_running{%(fioSelector)s} == 1",
-              "stale", "fio results are stale", "Job {{ $labels.jobname }}: the last result is {{ $value | humanizeDuration }} old.", "fio"),
+              "stale", "fio results are stale",
+              "Job {{ $labels.jobname }}: the last result is {{ $value | humanizeDuration }} old.", "fio"),
         Alert("FioscopeExporterDown", "critical", "up{%(fioSelector)s} == 0 or absent(up{%(fioSelector)s})", "target_down",
               "fioscope exporter down", "fioscope exporter {{ $labels.instance }} cannot be scraped.", "fio"),
         Alert("FioscopeResultScanStalled", "critical",
@@ -150,16 +158,17 @@ def alerts(s: dict) -> list[Alert]:
               "fioscope {{ $labels.instance }}: the last scan of the results directory was {{ $value | humanizeDuration }} ago: "
               "new results are not published and the figures are going stale.", "fio"),
         Alert("FioscopeSchedulerStopped", "critical", "fioscope_scheduler_running{%(fioSelector)s} == 0", "scheduler_stopped",
-              "fioscope's fio schedule stopped", "fioscope {{ $labels.instance }}: the schedule thread is not running: no fio job will run.",
+              "fioscope's fio schedule stopped",
+              "fioscope {{ $labels.instance }}: the schedule thread is not running: no fio job will run.",
               "fio"),
         Alert("FioscopeNodeExporterDown", "critical", "up{%(nodeSelector)s} == 0 or absent(up{%(nodeSelector)s})", "target_down",
               "node_exporter down", "node_exporter {{ $labels.instance }} cannot be scraped: no kernel view of the disks.", "disk"),
     ]
     if t["disk_limits"]:
-        result.append(Alert("FioscopeDiskAtProvisionedLimit", "info", "fioscope:disk_declared_limit_ratio >= %(at_limit_ratio)s", "at_limit",
-                            "Disk at its provisioned limit",
-                            "{{ $labels.device }} on {{ $labels.instance }}: at {{ $value | humanizePercentage }} of the declared {{ $labels.limit }}"
-                            " (alerts/config.yaml).", "disk"))
+        result.append(Alert("FioscopeDiskAtProvisionedLimit", "info", "fioscope:disk_declared_limit_ratio >= %(at_limit_ratio)s",
+                            "at_limit", "Disk at its provisioned limit",
+                            "{{ $labels.device }} on {{ $labels.instance }}: at {{ $value | humanizePercentage }} "
+                            "of the declared {{ $labels.limit }} (alerts/config.yaml).", "disk"))
     return result
 
 

@@ -81,7 +81,8 @@ HELPERS = [
            + _or_zero(_irate("node_disk_discards_completed_total"), "fioscope:disk_read_iops:irate")),
     Record("fioscope:disk_read_bytes_per_second:irate", _irate("node_disk_read_bytes_total")),
     Record("fioscope:disk_write_bytes_per_second:irate", _irate("node_disk_written_bytes_total")),
-    Record("fioscope:disk_bytes_per_second:irate", "fioscope:disk_read_bytes_per_second:irate + fioscope:disk_write_bytes_per_second:irate"),
+    Record("fioscope:disk_bytes_per_second:irate",
+           "fioscope:disk_read_bytes_per_second:irate + fioscope:disk_write_bytes_per_second:irate"),
     # mean time per request over all directions; absent while the device is idle
     Record("fioscope:disk_await_seconds",
            "(" + _rate("node_disk_read_time_seconds_total") + " + " + _rate("node_disk_write_time_seconds_total") + " + "

@@ -157,3 +157,11 @@ def test_generators_and_stack_share_one_settings_loader():
         assert "closest: scrape_interval" in str(exc)
     else:
         raise AssertionError("typo accepted")
+
+
+def test_detection_scenarios_hold():
+    """Every cap shape fires its alert naming the ceiling in time, the controls and upper layers stay silent
+    (alerts/tests/scenarios.py judges one promtool run; detection.test.yaml pins the result)."""
+    require("promtool")
+    proc = run([sys.executable, str(ALERTS / "tests" / "scenarios.py"), "--check"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr

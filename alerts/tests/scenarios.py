@@ -179,7 +179,8 @@ SCENARIOS = [
     Scenario("write-only cap 300 w/s, independent noisy reads", [Device("s4", "vdb", after_onset(write_cap))],
              {"FioscopeDiskThrottled": ("s4/vdb", "is throttled: writes flat at ~300/s (")}, {"FioscopeDiskThrottled": 300}),
     Scenario("burst 3000 IOPS for 5 min, then capped at 300", [Device("s5", "vdb", after_onset(burst_then_cap))],
-             {"FioscopeDiskThrottledAfterBurst": ("s5/vdb", "IOPS fell from ~3k to ~300/s")}, {"FioscopeDiskThrottledAfterBurst": 300 + 180}),
+             {"FioscopeDiskThrottledAfterBurst": ("s5/vdb", "IOPS fell from ~3k to ~300/s")},
+             {"FioscopeDiskThrottledAfterBurst": 300 + 180}),
     Scenario("fio job on a capped device", [Device("s6", "vdb", after_onset(iops_cap)), Device("s6", "vdc", after_onset(iops_cap))],
              {"FioscopeDiskThrottledUnderFioLoad": ("s6/vdb", "reads flat at ~700/s"),
               "FioscopeDiskThrottled": ("s6/vdc", "reads flat at ~700/s")},
@@ -285,9 +286,9 @@ def observe(rules_dir: Path) -> dict[tuple[str, str], list[tuple[int, dict]]]:
         name, when = head.group(1), head.group(2)
         seconds = sum(int(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in re.findall(r"(\d+)([hms])", when))
         got = block.split("got:", 1)[1]
-        for labels, annotations in re.findall(r"Labels:\{(.*?)\}\s*Annotations:\{(.*?)\},?\n", got, re.S):
+        for labels, notes in re.findall(r"Labels:\{(.*?)\}\s*Annotations:\{(.*?)\},?\n", got, re.S):
             lab = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', labels))
-            ann = {k: bytes(v, "utf-8").decode("unicode_escape") for k, v in re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', annotations)}
+            ann = {k: bytes(v, "utf-8").decode("unicode_escape") for k, v in re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', notes)}
             fired.setdefault((name, f"{lab['host']}/{lab['device']}"), []).append((seconds, ann))
     return fired
 
@@ -363,7 +364,8 @@ def build_test(fired) -> dict:
 # values of the rules the alerts build on; s2's node_exporter has no discard/flush series (kernel < 4.18)
 _S2 = {"job": "node", "instance": "s2:9100", "host": "s2", "device": "vdb"}
 VALUE_CHECKS = [
-    {"expr": 'fioscope:disk_iops{host="s2"}', "eval_time": "40m", "exp_samples": [{"labels": f"fioscope:disk_iops{_labels(_S2)}", "value": 1000}]},
+    {"expr": 'fioscope:disk_iops{host="s2"}', "eval_time": "40m",
+     "exp_samples": [{"labels": f"fioscope:disk_iops{_labels(_S2)}", "value": 1000}]},
     {"expr": 'round(fioscope:disk_await_seconds{host="s2"}, 0.0001)', "eval_time": "40m",
      "exp_samples": [{"labels": _labels(_S2), "value": 0.256}]},
     {"expr": 'fioscope:disk_iops:irate{host="s2"}', "eval_time": "40m",

@@ -13,7 +13,15 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from .config import DEFAULT_LISTEN, Config, ConfigError, Target, load_config, parse_duration, parse_limits
+from .config import (
+    DEFAULT_LISTEN,
+    Config,
+    ConfigError,
+    Target,
+    load_config,
+    parse_duration,
+    parse_limits,
+)
 from .jobs import check_safe, load_job, resolve_job
 
 log = logging.getLogger("fioscope")
@@ -60,8 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     lab = sub.add_parser("lab", help="loop-backed test disks with controlled limits (root only)")
     lab.add_argument("--state-dir", default=None, help="where lab disks and their state live (default /var/lib/fioscope-lab)")
     labsub = lab.add_subparsers(dest="lab_command", required=True)
-    lab_up = labsub.add_parser("up", help="create a lab disk: throttled, slow-fsync or healthy")
-    lab_up.add_argument("kind", choices=["throttled", "slow-fsync", "healthy"])
+    lab_up = labsub.add_parser("up", help="create a lab disk: throttled (IOPS), read-capped, write-capped, bandwidth-capped, "
+                                          "burst-then-cap, slow-fsync or healthy")
+    lab_up.add_argument("kind", choices=["throttled", "read-capped", "write-capped", "bandwidth-capped", "burst-then-cap",
+                                         "slow-fsync", "healthy"])
+    lab_up.add_argument("--burst-seconds", type=int, default=None, help="burst-then-cap: uncapped this long, then capped (default 120)")
     lab_up.add_argument("--name", default="")
     lab_up.add_argument("--size", default="2G")
     for flag in ("read-iops", "write-iops", "read-bps", "write-bps"):
@@ -146,8 +157,8 @@ def _run_target(args, config: Config) -> Target:
 
 def cmd_run(args) -> int:
     from .report import job_verdicts, summary_lines
-    from .settings import default_fsync_threshold
     from .runner import Runner
+    from .settings import default_fsync_threshold
     from .store import Store
 
     config = load_config(args.config_file, args.results_dir)
@@ -196,9 +207,9 @@ def cmd_lab(args) -> int:
     try:
         if args.lab_command == "up":
             disk = lab.up(args.kind, args.name, args.size, state_dir, args.read_iops, args.write_iops,
-                          args.read_bps or 0, args.write_bps or 0)
+                          args.read_bps, args.write_bps, args.burst_seconds)
             print(json.dumps({"name": disk.name, "device": disk.loop_device, "mountpoint": disk.mountpoint,
-                              "cgroup": disk.cgroup, "limits": disk.limits}))
+                              "cgroup": disk.cgroup, "limits": disk.limits, "burst_seconds": disk.burst_seconds}))
         elif args.lab_command == "down":
             if not args.all and not args.name:
                 raise lab.LabError("down: name a lab disk or give --all")
