@@ -45,7 +45,8 @@ def throttled(window: str) -> str:
             f'unless on (host, device) fioscope:disk_ceiling_below{{window="{window}"}}')
 
 
-FIO_ON_DEVICE = "on (host, device) (fio_run_running{%(fioSelector)s} > 0)"
+# a running fio job loads this device (its target's device, or a layer below it): joined on host and device
+FIO_ON_DEVICE = "on (host, device) fioscope:disk_fio_load"
 ETCD_HIST = ("histogram_quantile(0.99, sum by (instance, job, le) "
              "(rate(etcd_disk_%s_duration_seconds_bucket{%%(etcdSelector)s}[%%(etcdWindow)s])))")
 

@@ -146,7 +146,20 @@ def ceiling(window_name: str, window: str, dimension: str, unit: str, rate: str,
     return Record("fioscope:disk_ceiling", expr, labels=(("window", window_name), ("dimension", dimension), ("unit", unit)))
 
 
-CEILINGS = [ceiling(name, window, *dim) for name, window in WINDOWS for dim in DIMENSIONS] + [
+def _to_lower_layers(loaded: str) -> str:
+    """The devices right below those in ``loaded`` (their /sys/block/*/slaves, from fioscope_disk_parent_info)."""
+    return ('max by (host, device) (label_replace(\n'
+            '  max by (host, parent) (fioscope_disk_parent_info{%%(fioSelector)s} * on (host, device) group_left () %s),\n'
+            '  "device", "$1", "parent", "(.+)"))' % loaded)
+
+
+_FIO_ON_DEVICE = "max by (host, device) (fio_run_running{%(fioSelector)s} > 0)"
+# fio loads the device its target is on and every layer below it (LVM on md on disks: up to 3 layers down)
+FIO_LOAD = Record("fioscope:disk_fio_load", "\nor ".join(
+    [_FIO_ON_DEVICE, _to_lower_layers(_FIO_ON_DEVICE), _to_lower_layers(_to_lower_layers(_FIO_ON_DEVICE)),
+     _to_lower_layers(_to_lower_layers(_to_lower_layers(_FIO_ON_DEVICE)))]))
+
+CEILINGS = [FIO_LOAD] + [ceiling(name, window, *dim) for name, window in WINDOWS for dim in DIMENSIONS] + [
     # rate now against its peak in the lookback: burst credits spent, a lower ceiling reached
     Record("fioscope:disk_step_down_ratio",
            "max_over_time(fioscope:disk_iops[%(stepDownLookback)s]) / clamp_min(fioscope:disk_iops, 1e-9) >= %(throttle_step_down_ratio)s\n"
