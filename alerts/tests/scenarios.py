@@ -293,30 +293,39 @@ def observe(rules_dir: Path) -> dict[tuple[str, str], list[tuple[int, dict]]]:
     return fired
 
 
-def judge(fired) -> tuple[list[dict], list[str]]:
+@dataclass
+class Row:
+    """One line of the detection matrix."""
+
+    scenario: str
+    alert: str
+    device: str
+    expected: bool
+    seconds: int | None  # after the onset; None: never fired
+    description: str
+
+
+def judge(fired) -> tuple[list[Row], list[str]]:
     """Per scenario and alert: fired?, seconds after onset, description; and every contradiction of the expectations."""
-    rows, problems = [], []
+    rows: list[Row] = []
+    problems: list[str] = []
     for sc in SCENARIOS:
-        keys = {f"{d.host}/{d.device}" for d in sc.devices}
         for alert in WATCHED:
-            for key in sorted(keys):
+            for key in sorted({f"{d.host}/{d.device}" for d in sc.devices}):
                 hits = fired.get((alert, key), [])
-                expected = sc.expect.get(alert)
-                wanted = expected is not None and expected[0] == key
-                first = hits[0] if hits else None
-                row = {"scenario": sc.name, "alert": alert, "device": key, "expected": wanted,
-                       "fired": bool(hits), "seconds": first[0] - ONSET if first else None,
-                       "description": first[1].get("description", "") if first else ""}
-                if hits or wanted:
+                want_key, phrase = sc.expect.get(alert, ("", ""))
+                row = Row(sc.name, alert, key, want_key == key, hits[0][0] - ONSET if hits else None,
+                          hits[0][1].get("description", "") if hits else "")
+                if hits or row.expected:
                     rows.append(row)
-                if wanted and not hits:
+                if row.expected and row.seconds is None:
                     problems.append(f"{sc.name}: {alert} on {key} never fired")
-                elif wanted and expected[1] not in row["description"]:
-                    problems.append(f"{sc.name}: {alert} on {key}: {expected[1]!r} not in {row['description']!r}")
-                elif wanted and sc.within.get(alert) and row["seconds"] > sc.within[alert]:
-                    problems.append(f"{sc.name}: {alert} on {key} fired after {row['seconds']} s (target {sc.within[alert]} s)")
-                elif hits and not wanted and alert in THROTTLE_ALERTS:
-                    problems.append(f"{sc.name}: {alert} on {key} fired ({row['description'][:120]})")
+                elif row.expected and phrase not in row.description:
+                    problems.append(f"{sc.name}: {alert} on {key}: {phrase!r} not in {row.description!r}")
+                elif row.expected and row.seconds is not None and row.seconds > sc.within.get(alert, row.seconds):
+                    problems.append(f"{sc.name}: {alert} on {key} fired after {row.seconds} s (target {sc.within[alert]} s)")
+                elif hits and not row.expected and alert in THROTTLE_ALERTS:
+                    problems.append(f"{sc.name}: {alert} on {key} fired ({row.description[:120]})")
     return rows, problems
 
 
@@ -409,11 +418,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.matrix:
         print(f"{'scenario':58} {'alert':36} {'device':12} fired  s-after-onset  description")
         for r in rows:
-            secs = "-" if r["seconds"] is None else str(r["seconds"])
-            flag = ("yes" if r["fired"] else "NO ") + ("" if r["expected"] or r["alert"] not in THROTTLE_ALERTS else " (FP)")
-            print(f"{r['scenario'][:58]:58} {r['alert']:36} {r['device']:12} {flag:6} {secs:>13}  {r['description'][:150]}")
+            secs = "-" if r.seconds is None else str(r.seconds)
+            flag = ("yes" if r.seconds is not None else "NO ") + ("" if r.expected or r.alert not in THROTTLE_ALERTS else " (FP)")
+            print(f"{r.scenario[:58]:58} {r.alert:36} {r.device:12} {flag:6} {secs:>13}  {r.description[:150]}")
         for sc in SCENARIOS:
-            if not any(r["scenario"] == sc.name for r in rows):
+            if not any(r.scenario == sc.name for r in rows):
                 print(f"{sc.name[:58]:58} {'(nothing fires)':36}")
     for p in problems:
         print(f"scenarios.py: {p}", file=sys.stderr)
