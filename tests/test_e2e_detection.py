@@ -10,8 +10,10 @@ the webhook and the ceiling its description names (run with -s).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -161,3 +163,32 @@ def test_healthy_controls_stay_silent(tmp_path, control):
         report(f"healthy control: {control}", start, hit)
         assert hit is None, hit
         assert iops > 100, "the control was not loaded"
+
+
+def test_burst_timer_caps_later_and_lab_down_removes_it(tmp_path):
+    """The timer outlives `lab up` (as after a crash), writes the caps after the burst, and `down` kills a pending one."""
+    from fioscope import lab
+
+    require_root_lab()
+    state = tmp_path / "lab"
+
+    def up(name: str, seconds: int) -> dict:
+        made = subprocess.run([sys.executable, "-m", "fioscope", "lab", "--state-dir", str(state), "up", "burst-then-cap",
+                               "--name", name, "--burst-seconds", str(seconds), "--write-iops", "123"], capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+        return json.loads(made.stdout)
+
+    def timers() -> list[str]:
+        return subprocess.run(["pgrep", "-f", f"import time.*{lab.TIMER_MARK}"], capture_output=True, text=True).stdout.split()
+
+    try:
+        quick, pending = up("detect-timer-quick", 2), up("detect-timer-pending", 600)
+        throttle = Path(quick["cgroup"]) / ("io.max" if lab.cgroup_version() == 2 else "blkio.throttle.write_iops_device")
+        wait_for(lambda: "123" in throttle.read_text(), 20, what="the caps written after the burst")
+        assert len(timers()) == 1  # the quick one is done; the pending one waits
+        down = subprocess.run([sys.executable, "-m", "fioscope", "lab", "--state-dir", str(state), "down", "--all"],
+                              capture_output=True, text=True)
+        assert down.returncode == 0 and "removed burst timer" in down.stdout, down.stdout + down.stderr
+        assert not timers() and not Path(pending["cgroup"]).exists()
+    finally:
+        lab.down_all(state)
