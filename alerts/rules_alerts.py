@@ -104,7 +104,10 @@ def alerts(s: dict) -> list[Alert]:
               "{{ $labels.device }} on {{ $labels.instance }}: util {{ $value | humanizePercentage }}. "
               "Informational: on devices that serve requests in parallel (NVMe, cloud volumes) util says little; see the throttling alert.",
               "disk"),
-        Alert("FioscopeDiskLatencyAboveSla", "warning", sla_expr(t), "latency_sla", "Disk latency above its SLA",
+        # a layer above a capped disk (LVM on md on it) is as slow as the disk: the lowest layer pages
+        Alert("FioscopeDiskLatencyAboveSla", "warning",
+              f"({sla_expr(t)})\nunless on (host, device) fioscope:disk_ceiling_below{{window=\"long\"}}", "latency_sla",
+              "Disk latency above its SLA",
               "{{ $labels.device }} on {{ $labels.instance }}: await {{ $value | humanizeDuration }}, above the SLA in alerts/config.yaml.",
               "disk"),
         Alert("FioscopeDiskQueueExploding", "warning",

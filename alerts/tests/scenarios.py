@@ -326,6 +326,8 @@ def judge(fired) -> tuple[list[Row], list[str]]:
                     problems.append(f"{sc.name}: {alert} on {key} fired after {row.seconds} s (target {sc.within[alert]} s)")
                 elif hits and not row.expected and alert in THROTTLE_ALERTS:
                     problems.append(f"{sc.name}: {alert} on {key} fired ({row.description[:120]})")
+                elif hits and key in {f"{h}/{d}" for h, d, _ in sc.topology}:  # a layer above the cap: one page, the lowest
+                    problems.append(f"{sc.name}: {alert} on {key}, above the capped disk, fired")
     return rows, problems
 
 
@@ -359,6 +361,7 @@ def build_test(fired) -> dict:
         for alert, (key, _) in sc.expect.items():
             case(alert, firsts[(alert, key)] - 2 * STEP)  # not yet
             case(alert, firsts[(alert, key)] + STEP)  # firing, naming the ceiling
+    case("FioscopeDiskLatencyAboveSla", ONSET + 12 * 60)  # the capped disks, never the layers above them
     # the controls and the layers above a cap: silent for every throttling alert, all along
     for t in range(ONSET, END + 1, 120):
         for alert in THROTTLE_ALERTS:
