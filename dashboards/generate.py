@@ -14,7 +14,6 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import heatmap, prometheus, stat, table, timeseries, xychart
@@ -23,9 +22,12 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "scripts"))
+for _path in (HERE.parent / "exporter", HERE.parent / "scripts"):  # this tree's package first
+    sys.path.insert(0, str(_path))
 from codegen import write_or_check  # noqa: E402
-SETTINGS = yaml.safe_load((HERE.parent / "alerts" / "config.yaml").read_text())
+from fioscope.settings import load_settings  # noqa: E402
+
+SETTINGS = load_settings()
 T = SETTINGS["thresholds"]
 DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 DISK = 'instance=~"$instance",device=~"$device"'
@@ -109,6 +111,17 @@ def base(uid: str, title: str, tags: list[str]) -> db.Dashboard:
             .link(db.DashboardLink("fioscope").type(dm.DashboardLinkType.DASHBOARDS).tags(["fioscope"]).as_dropdown(True)))
 
 
+def ceiling_panel() -> table.Panel:
+    """The inferred ceiling (fioscope:disk_ceiling): which rate the device is pinned at, and at what level."""
+    return (table.Panel().title("Inferred ceiling").datasource(DS).height(5).span(12).unit("short")
+            .description("Rates that sit flat while the device is saturated and slow, as the throttling alerts name them "
+                         "(long window); empty while no ceiling binds. Bytes per second for the throughput rows.")
+            .with_target(query(f'fioscope:disk_ceiling{{window="long",{DISK}}}', instant=True, fmt="table"))
+            .with_transformation(dm.DataTransformerConfig(id_val="organize", options={
+                "excludeByName": {"Time": True, "__name__": True, "job": True, "window": True},
+                "renameByName": {"Value": "flat at"}})))
+
+
 # ---------------------------------------------------------------------------- 1. disk under load
 def disk_dashboard() -> db.Dashboard:
     sla = T["disk_latency_sla_seconds"]
@@ -126,9 +139,11 @@ def disk_dashboard() -> db.Dashboard:
                    f' or max by (instance, device) (0 * fioscope:disk_util_ratio{{{DISK}}})', "{{instance}} {{device}}", instant=True),
              [(None, "green"), (1, "red")], w=8,
              mappings=value_map({"0": ("not throttled", "green"), "1": ("THROTTLED", "red")}),
-             description="The throttling signature of docs/runbook.md: flat IOPS at a ceiling, util saturated, queue full, await far above the device's normal."))
+             description="A throttling alert fires: a rate (reads, writes, read/write throughput, IOPS or throughput) sits flat at a ceiling "
+                         "while util is saturated, the queue full and await far above the device's normal (docs/runbook.md)."))
          .with_panel(stat_panel("fio job running", "none", query(f"max(fio_run_running{{{JOB}}})", instant=True),
                                 [(None, "text"), (1, "orange")], w=4, mappings=value_map({"0": ("idle", "text"), "1": ("LOAD", "orange")})))
+         .with_panel(ceiling_panel())
          .with_panel(table.Panel().title("Firing alerts").datasource(DS).height(5).span(12).unit("none")
                      .with_target(query('ALERTS{alertstate="firing"}', instant=True, fmt="table"))
                      .with_transformation(dm.DataTransformerConfig(id_val="organize", options={

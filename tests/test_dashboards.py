@@ -155,3 +155,12 @@ def test_docker_compose_config_validates():
         pytest.skip("docker compose plugin not installed (CI builds it)")
     proc = subprocess.run([docker, "compose", "-f", str(REPO / "compose.yaml"), "config", "-q"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_disk_dashboard_shows_the_inferred_ceiling():
+    """The ceiling the throttling alerts name is on the disk dashboard, from the recording rule that infers it."""
+    disk = json.loads((REPO / "dashboards" / "disk-under-load.json").read_text())
+    exprs = [t["expr"] for p in panels(disk) for t in p.get("targets", [])]
+    assert any(e.startswith("fioscope:disk_ceiling{") for e in exprs)
+    records = {r.get("record") for g in yaml.safe_load((REPO / "alerts" / "recording.rules.yaml").read_text())["groups"] for r in g["rules"]}
+    assert "fioscope:disk_ceiling" in records

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from conftest import FIXTURES, REPO, require
 
 ALERTS = REPO / "alerts"
@@ -65,7 +64,7 @@ def test_every_alert_has_firing_and_silent_cases():
 
 def test_every_recording_rule_has_a_value_check():
     records = {r["record"] for r in rules_of(ALERTS / "recording.rules.yaml")}
-    text = (ALERTS / "tests" / "recording.test.yaml").read_text() + (ALERTS / "tests" / "throttle.test.yaml").read_text()
+    text = "".join((ALERTS / "tests" / name).read_text() for name in ("recording.test.yaml", "detection.test.yaml"))
     checked = set(re.findall(r"fioscope:[a-z_:]+", text))
     assert records - checked == set()
 
@@ -87,10 +86,15 @@ def test_alert_metadata_follows_mixin_conventions():
 
 def test_thresholds_live_in_one_place(tmp_path):
     """The 10 ms line is one setting: changing it changes every fsync rule, and the exporter's verdict agrees."""
-    from fioscope.report import ETCD_FSYNC_P99_SECONDS
+    from fioscope import report
+    from fioscope.cli import build_parser
+    from fioscope.settings import default_fsync_threshold
 
     settings = yaml.safe_load((ALERTS / "config.yaml").read_text())
-    assert settings["thresholds"]["etcd_fsync_p99_seconds"] == ETCD_FSYNC_P99_SECONDS
+    assert settings["thresholds"]["etcd_fsync_p99_seconds"] == default_fsync_threshold()
+    # the CLI's default comes from the same file, not a second constant
+    assert build_parser().parse_args(["run", "etcd-wal", "--target.dir", "/x"]).fsync_threshold is None
+    assert not hasattr(report, "ETCD_FSYNC_P99_SECONDS")
     proc = run(GENERATE + ["--out", str(tmp_path), "--set", "thresholds.etcd_fsync_p99_seconds=0.005"])
     assert proc.returncode == 0, proc.stderr
     generated = (tmp_path / "alerts" / "alerts.rules.yaml").read_text()
@@ -125,3 +129,39 @@ def test_short_intervals_for_the_e2e_stack(tmp_path):
 def test_bad_override_is_refused(tmp_path):
     proc = run(GENERATE + ["--out", str(tmp_path), "--set", "nonsense"])
     assert proc.returncode != 0 and "expected key.path=value" in proc.stderr
+
+
+def test_unknown_or_misplaced_override_names_the_key(tmp_path):
+    """A typo is an error naming the key and the closest valid one; a path through a value is refused, no traceback."""
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "durations.throtled_fio=10s"])
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "durations.throtled_fio" in proc.stderr and "closest: throttled_fio" in proc.stderr
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "durations.fsync.x=1s"])
+    assert proc.returncode == 2 and "durations.fsync is a value" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "thresholds.disk_limits.vdb.iops=500"])
+    assert proc.returncode == 0, proc.stderr
+    assert 'fioscope:disk_iops{device="vdb"} / 500' in (tmp_path / "alerts" / "recording.rules.yaml").read_text()
+
+
+def test_generators_and_stack_share_one_settings_loader():
+    """dashboards/generate.py and stack/native.py read settings through fioscope.settings, so an override means the same."""
+    from fioscope.settings import SettingsError, load_settings
+
+    for path in (REPO / "dashboards" / "generate.py", REPO / "stack" / "native.py", ALERTS / "generate.py"):
+        text = path.read_text()
+        assert "from fioscope.settings import" in text and '"config.yaml"' not in text, path
+    assert load_settings(["stack.scrape_interval=1s"])["stack"]["scrape_interval"] == "1s"
+    try:
+        load_settings(["stack.scrape_intervall=1s"])
+    except SettingsError as exc:
+        assert "closest: scrape_interval" in str(exc)
+    else:
+        raise AssertionError("typo accepted")
+
+
+def test_detection_scenarios_hold():
+    """Every cap shape fires its alert naming the ceiling in time, the controls and upper layers stay silent
+    (alerts/tests/scenarios.py judges one promtool run; detection.test.yaml pins the result)."""
+    require("promtool")
+    proc = run([sys.executable, str(ALERTS / "tests" / "scenarios.py"), "--check"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--env", action="append", metavar="KEY=VALUE", help="job variable (e.g. RUNTIME=10)")
     run.add_argument("--limit", action="append", metavar="KEY=VALUE", help="declared disk limit, e.g. read_iops=700")
     run.add_argument("--sla.latency", dest="sla_latency", help="p99 latency SLA, e.g. 30ms")
-    run.add_argument("--fsync.threshold", dest="fsync_threshold", default="10ms", help="fdatasync p99 pass line (default 10ms, etcd's guidance)")
+    run.add_argument("--fsync.threshold", dest="fsync_threshold", default=None,
+                     help="fdatasync p99 pass line (default: thresholds.etcd_fsync_p99_seconds of alerts/config.yaml, etcd's 10 ms)")
 
     run.add_argument("--iodepth", help="sweep these queue depths, e.g. 1,4,16,64 (the job's first section, one run per depth)")
     run.add_argument("--repeat", type=int, default=1, help="with --iodepth: run the whole sweep this many times (error bars)")
@@ -68,8 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     lab = sub.add_parser("lab", help="loop-backed test disks with controlled limits (root only)")
     lab.add_argument("--state-dir", default=None, help="where lab disks and their state live (default /var/lib/fioscope-lab)")
     labsub = lab.add_subparsers(dest="lab_command", required=True)
-    lab_up = labsub.add_parser("up", help="create a lab disk: throttled, slow-fsync or healthy")
-    lab_up.add_argument("kind", choices=["throttled", "slow-fsync", "healthy"])
+    lab_up = labsub.add_parser("up", help="create a lab disk: throttled (IOPS), read-capped, write-capped, bandwidth-capped, "
+                                          "burst-then-cap, slow-fsync or healthy")
+    lab_up.add_argument("kind", choices=["throttled", "read-capped", "write-capped", "bandwidth-capped", "burst-then-cap",
+                                         "slow-fsync", "healthy"])
+    lab_up.add_argument("--burst-seconds", type=int, default=None, help="burst-then-cap: uncapped this long, then capped (default 120)")
     lab_up.add_argument("--name", default="")
     lab_up.add_argument("--size", default="2G")
     for flag in ("read-iops", "write-iops", "read-bps", "write-bps"):
@@ -162,12 +166,14 @@ def _run_target(args, config: Config) -> Target:
 def cmd_run(args) -> int:
     from .report import job_verdicts, summary_lines
     from .runner import Runner
+    from .settings import default_fsync_threshold
     from .store import Store
     from .sweep import Progress, parse_depths, write_sweep
 
     config = load_config(args.config_file, args.results_dir)
     target = _run_target(args, config)
-    fsync_threshold = parse_duration(args.fsync_threshold, "--fsync.threshold")
+    fsync_threshold = (parse_duration(args.fsync_threshold, "--fsync.threshold") if args.fsync_threshold
+                       else default_fsync_threshold())
     runner = Runner(config, Store(config))
     signal.signal(signal.SIGTERM, lambda s, f: runner.stop())
     env = _key_values(args.env, "--env")
@@ -279,9 +285,9 @@ def cmd_lab(args) -> int:
     try:
         if args.lab_command == "up":
             disk = lab.up(args.kind, args.name, args.size, state_dir, args.read_iops, args.write_iops,
-                          args.read_bps or 0, args.write_bps or 0)
+                          args.read_bps, args.write_bps, args.burst_seconds)
             print(json.dumps({"name": disk.name, "device": disk.loop_device, "mountpoint": disk.mountpoint,
-                              "cgroup": disk.cgroup, "limits": disk.limits}))
+                              "cgroup": disk.cgroup, "limits": disk.limits, "burst_seconds": disk.burst_seconds}))
         elif args.lab_command == "down":
             if not args.all and not args.name:
                 raise lab.LabError("down: name a lab disk or give --all")

@@ -8,9 +8,14 @@ capped cloud disk: IOPS pinned at the cap, util 100 %, aqu-sz ~ iodepth, await o
 to hundreds of ms. (Capping the loop device itself would hold requests *before* they
 reach it, and the guest-side queue would look empty.)
 
+Kinds: ``throttled`` (IOPS per direction), ``read-capped`` / ``write-capped`` (one
+direction only), ``bandwidth-capped`` (bytes per second), ``burst-then-cap`` (uncapped for
+``burst_seconds``, then the caps: a timer process writes the throttle, as burst credits
+running out or a leaky bucket's burst allowance would), ``slow-fsync`` and ``healthy``.
+
 Every step is recorded in ``<state-dir>/<name>/state.json`` before it is taken, so
-``down`` removes exactly what was created, also after a crash, and never touches a
-device it did not create.
+``down`` removes exactly what was created (the burst timer too), also after a crash, and
+never touches a device or process it did not create.
 """
 
 from __future__ import annotations
@@ -19,18 +24,27 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 DEFAULT_STATE_DIR = Path("/var/lib/fioscope-lab")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-KINDS = {
-    # name: (read IOPS, write IOPS) caps; 0 = uncapped
-    "throttled": (700, 300),
-    "slow-fsync": (0, 60),  # each fdatasync costs a data write plus a journal commit: p99 well above 10 ms
-    "healthy": (0, 0),
+MIB = 1048576
+LIMIT_KEYS = ("read_iops", "write_iops", "read_bps", "write_bps")
+KINDS: dict[str, dict[str, int]] = {
+    # name: default caps (absent = uncapped); flags of `lab up` override them
+    "throttled": {"read_iops": 700, "write_iops": 300},
+    "read-capped": {"read_iops": 700},
+    "write-capped": {"write_iops": 300},
+    "bandwidth-capped": {"read_bps": 40 * MIB, "write_bps": 40 * MIB},
+    "burst-then-cap": {"read_iops": 300, "write_iops": 300},  # after burst_seconds uncapped
+    "slow-fsync": {"write_iops": 60},  # each fdatasync costs a data write plus a journal commit: p99 well above 10 ms
+    "healthy": {},
 }
+DEFAULT_BURST_SECONDS = 120
+TIMER_MARK = "fioscope-lab-burst-timer"
 
 
 class LabError(Exception):
@@ -49,6 +63,8 @@ class LabDisk:
     cgroup_version: int = 0
     backing_device: str = ""  # MAJ:MIN of the disk the backing file lives on (what is throttled)
     limits: dict = field(default_factory=dict)
+    burst_seconds: int = 0  # burst-then-cap: uncapped this long after `up`, then `limits`
+    timer_pid: int = 0
     created: list = field(default_factory=list)  # steps taken, in order
 
     @property
@@ -105,17 +121,19 @@ def whole_disk_of(path: Path) -> str:
 
 def up(kind: str, name: str = "", size: str = "2G", state_dir: Path = DEFAULT_STATE_DIR,
        read_iops: int | None = None, write_iops: int | None = None,
-       read_bps: int = 0, write_bps: int = 0) -> LabDisk:
+       read_bps: int | None = None, write_bps: int | None = None, burst_seconds: int | None = None) -> LabDisk:
     require_root()
     if kind not in KINDS:
         raise LabError(f"unknown lab disk kind {kind!r} (kinds: {', '.join(KINDS)})")
     name = name or kind
     if shutil.which("losetup") is None or not Path("/dev/loop-control").exists():
         raise LabError("loop devices are not available (no losetup or /dev/loop-control)")
-    default_r, default_w = KINDS[kind]
-    limits = {"read_iops": default_r if read_iops is None else read_iops,
-              "write_iops": default_w if write_iops is None else write_iops,
-              "read_bps": read_bps, "write_bps": write_bps}
+    given = {"read_iops": read_iops, "write_iops": write_iops, "read_bps": read_bps, "write_bps": write_bps}
+    if any(v is not None and v < 0 for v in given.values()) or (burst_seconds is not None and burst_seconds <= 0):
+        raise LabError("limits must be >= 0 and --burst-seconds > 0")
+    limits = {key: KINDS[kind].get(key, 0) if given[key] is None else given[key] for key in LIMIT_KEYS}
+    if burst_seconds is not None and kind != "burst-then-cap":
+        raise LabError("--burst-seconds is for the burst-then-cap kind")
     version = cgroup_version()
     if any(limits.values()) and version == 0:
         raise LabError("no cgroup I/O controller: neither v1 blkio nor v2 io is available")
@@ -123,7 +141,8 @@ def up(kind: str, name: str = "", size: str = "2G", state_dir: Path = DEFAULT_ST
     if (directory / "state.json").exists():
         raise LabError(f"lab disk {name!r} exists already ({directory}); run 'fioscope lab down {name}' first")
     directory.mkdir(parents=True, exist_ok=True)
-    disk = LabDisk(name=name, kind=kind, state_dir=str(directory), limits=limits, cgroup_version=version)
+    disk = LabDisk(name=name, kind=kind, state_dir=str(directory), limits=limits, cgroup_version=version,
+                   burst_seconds=(burst_seconds or DEFAULT_BURST_SECONDS) if kind == "burst-then-cap" else 0)
     try:
         disk.backing_file = str(directory / "backing.img")
         disk.created.append("backing_file")
@@ -158,7 +177,15 @@ def _make_cgroup(disk: LabDisk) -> None:
     disk.created.append("cgroup")
     disk.save()
     path.mkdir(exist_ok=True)
-    lim, dev = disk.limits, disk.backing_device
+    if disk.burst_seconds:
+        _start_burst_timer(disk)
+    else:
+        write_limits(disk)
+
+
+def write_limits(disk: LabDisk) -> None:
+    """Write the disk's caps into its cgroup (v2 ``io.max`` or v1 ``blkio.throttle.*``)."""
+    path, lim, dev = Path(disk.cgroup), disk.limits, disk.backing_device
     if disk.cgroup_version == 2:
         parts = [f"{key}={lim[src]}" for key, src in (("riops", "read_iops"), ("wiops", "write_iops"),
                                                        ("rbps", "read_bps"), ("wbps", "write_bps")) if lim[src]]
@@ -171,6 +198,37 @@ def _make_cgroup(disk: LabDisk) -> None:
                 (path / f"blkio.throttle.{fname}").write_text(f"{dev} {lim[src]}")
 
 
+def _start_burst_timer(disk: LabDisk) -> None:
+    """A detached process that sleeps through the burst, then writes the caps (recorded before it starts)."""
+    disk.created.append("timer")
+    disk.save()
+    code = (f"import time; time.sleep({disk.burst_seconds}); "
+            f"from fioscope.lab import LabDisk, write_limits; from pathlib import Path; "
+            f"write_limits(LabDisk.load(Path({disk.state_dir!r})))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", code, TIMER_MARK], env=env, start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    disk.timer_pid = proc.pid
+    disk.save()
+
+
+def _stop_timer(disk: LabDisk) -> bool:
+    """Kill the burst timer if it is still ours and alive (a recycled pid is left alone)."""
+    if not disk.timer_pid:
+        return False
+    try:
+        cmdline = Path(f"/proc/{disk.timer_pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    if TIMER_MARK.encode() not in cmdline:
+        return False
+    try:
+        os.kill(disk.timer_pid, 9)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def down(name: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
     """Undo what the state file records, newest first; returns what was removed."""
     require_root()
@@ -179,6 +237,8 @@ def down(name: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
         raise LabError(f"no lab disk {name!r} under {state_dir}")
     disk = LabDisk.load(directory)
     removed = []
+    if "timer" in disk.created and _stop_timer(disk):
+        removed.append(f"burst timer {disk.timer_pid}")
     if "cgroup" in disk.created and disk.cgroup and Path(disk.cgroup).exists():
         cg = Path(disk.cgroup)
         for pid in (cg / "cgroup.procs").read_text().split():

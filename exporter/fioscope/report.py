@@ -8,8 +8,6 @@ from .model import JobResult, Latency
 from .promised import promised_iops, write_share
 from .config import Limits
 
-# etcd's guidance: WAL fdatasync p99 below 10 ms (the same line as alerts/thresholds.yaml)
-ETCD_FSYNC_P99_SECONDS = 0.010
 # delivered IOPS below this share of what was asked for (or promised) fails an SLA check
 DELIVERY_PASS_RATIO = 0.9
 

@@ -1,0 +1,181 @@
+"""The alerts, as data: name, severity, PromQL template, `for:` key, summary, description, dashboard.
+Templates take their thresholds, windows and selectors from alerts/config.yaml (see mixin.params)."""
+
+from __future__ import annotations
+
+from mixin import Alert, fmt, params
+from rules_recording import slow
+
+
+def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> str:
+    """A value of another series of the alert's device, inside an annotation template (``around``: a function of it)."""
+    series = around % (metric + "{instance='%%s',device='%%s'}")
+    return ("{{ with printf \"%s\" $labels.instance $labels.device | query }}"
+            "{{ . | first | value | %s }}{{ else }}unknown{{ end }}") % (series, humanize)
+
+
+FSYNC_RUN = 'fio_run_latency_seconds{%(fioSelector)s,ddir="sync",stage="lat",quantile="0.99"}'
+FSYNC_HIST = ('histogram_quantile(0.99, sum by (instance, job, jobname, le) '
+              '(rate(fio_latency_seconds_bucket{%(fioSelector)s,ddir="sync",stage="lat"}[%(fsyncHistogramWindow)s])))')
+ON = "on (instance, job, device)"
+
+
+def ceilings_text(window: str) -> str:
+    """'reads flat at ~700/s, writes flat at ~300/s (at 98 % of the declared 1000 IOPS)' from the recorded ceilings."""
+    each = ("{{ if $i }}, {{ end }}{{ $c.Labels.dimension }} flat at ~{{ if eq $c.Labels.unit \"B/s\" }}{{ $c.Value | humanize1024 }}"
+            "{{ else }}{{ $c.Value | humanize }}{{ end }}{{ $c.Labels.unit }}")
+    ceilings = ("{{ range $i, $c := printf \"fioscope:disk_ceiling{window='" + window + "',instance='%%s',device='%%s'}\" "
+                "$labels.instance $labels.device | query | sortByLabel \"dimension\" }}" + each + "{{ end }}")
+    declared = ("{{ with printf \"fioscope:disk_declared_limit_ratio{instance='%%s',device='%%s'}\" $labels.instance $labels.device"
+                " | query }}{{ range $i, $d := . }}{{ if $i }}, {{ end }}at {{ $d.Value | humanizePercentage }} of the declared "
+                "{{ $d.Labels.limit }}{{ end }}{{ else }}no limit declared{{ end }}")
+    return ceilings + " (" + declared + ")"
+
+
+def throttle_desc(window: str) -> str:
+    return ("{{ $labels.device }} on {{ $labels.instance }} is throttled: " + ceilings_text(window)
+            + "; util " + disk_value("fioscope:disk_util_ratio", "humanizePercentage")
+            + ", queue " + disk_value("fioscope:disk_queue_size") + ", await {{ $value | humanizeDuration }}"
+            " (the device's normal is " + disk_value("fioscope:disk_await_baseline_seconds", "humanizeDuration") + ").")
+
+
+def throttled(window: str) -> str:
+    """The device sits at a ceiling in ``window`` and is the lowest layer that does (one page per cap)."""
+    return (f'fioscope:disk_await_seconds\nand {ON} fioscope:disk_ceiling{{window="{window}"}}\n'
+            f'unless on (host, device) fioscope:disk_ceiling_below{{window="{window}"}}')
+
+
+# a running fio job loads this device (its target's device, or a layer below it): joined on host and device
+FIO_ON_DEVICE = "on (host, device) fioscope:disk_fio_load"
+ETCD_HIST = ("histogram_quantile(0.99, sum by (instance, job, le) "
+             "(rate(etcd_disk_%s_duration_seconds_bucket{%%(etcdSelector)s}[%%(etcdWindow)s])))")
+
+
+def sla_expr(t: dict) -> str:
+    sla = t["disk_latency_sla_per_device"] or {}
+    exprs = [f'fioscope:disk_await_seconds{{device="{dev}"}} > {fmt(value)}' for dev, value in sorted(sla.items())]
+    others = f'{{device!~"{"|".join(sorted(sla))}"}}' if sla else ""
+    exprs.append(f"fioscope:disk_await_seconds{others} > %(disk_latency_sla_seconds)s")
+    return " or ".join(exprs)
+
+
+def alerts(s: dict) -> list[Alert]:
+    t = s["thresholds"]
+    fsync_ms = f"{t['etcd_fsync_p99_seconds'] * 1000:g} ms"
+    commit_ms = f"{t['etcd_backend_commit_p99_seconds'] * 1000:g} ms"
+    result = [
+        Alert("FioscopeFsyncTooSlowForEtcd", "critical", FSYNC_RUN + " > %(etcd_fsync_p99_seconds)s", "fsync",
+              f"fio fdatasync p99 above etcd's {fsync_ms} line",
+              "Job {{ $labels.jobname }}: fdatasync p99 {{ $value | humanizeDuration }} in the last run; "
+              f"etcd needs below {fsync_ms}. Storage this slow makes etcd miss heartbeats and elections.", "fio"),
+        Alert("FioscopeFsyncNearEtcdLimit", "warning",
+              f"{FSYNC_RUN} > {fmt(t['etcd_fsync_p99_seconds'] * t['etcd_fsync_warning_ratio'])}"
+              f" and {FSYNC_RUN} <= %(etcd_fsync_p99_seconds)s",
+              "fsync", f"fio fdatasync p99 close to etcd's {fsync_ms} line",
+              "Job {{ $labels.jobname }}: fdatasync p99 {{ $value | humanizeDuration }} in the last run, "
+              f"within {100 - 100 * t['etcd_fsync_warning_ratio']:g} %% of etcd's {fsync_ms} line.", "fio"),
+        Alert("FioscopeFsyncHistogramTooSlowForEtcd", "critical", FSYNC_HIST + " > %(etcd_fsync_p99_seconds)s", "fsync",
+              f"fdatasync p99 across fio runs above etcd's {fsync_ms} line",
+              "Job {{ $labels.jobname }}: fdatasync p99 over the last %(fsyncHistogramWindow)s of runs is "
+              "{{ $value | humanizeDuration }}; " + f"etcd needs below {fsync_ms}.", "fio"),
+        Alert("FioscopeEtcdWalFsyncSlow", "critical", ETCD_HIST % "wal_fsync" + " > %(etcd_fsync_p99_seconds)s", "etcd_fsync",
+              f"etcd WAL fsync p99 above {fsync_ms}",
+              "etcd {{ $labels.instance }}: WAL fsync p99 {{ $value | humanizeDuration }} (etcd's guidance: below "
+              + fsync_ms + ").", "fio"),
+        Alert("FioscopeEtcdBackendCommitSlow", "warning", ETCD_HIST % "backend_commit" + " > %(etcd_backend_commit_p99_seconds)s",
+              "etcd_fsync", f"etcd backend commit p99 above {commit_ms}",
+              "etcd {{ $labels.instance }}: backend commit p99 {{ $value | humanizeDuration }} (etcd's guidance: below " + commit_ms + ").",
+              "fio"),
+        Alert("FioscopeDiskThrottledUnderFioLoad", "critical", throttled("short") + "\nand " + FIO_ON_DEVICE,
+              "throttled_fio", "Disk throttled while fio loads it", throttle_desc("short"), "disk"),
+        Alert("FioscopeDiskThrottled", "warning",
+              throttled("long") + f"\nunless {ON} fioscope:disk_step_down_ratio\nunless " + FIO_ON_DEVICE,
+              "throttled", "Disk sits at a ceiling (throttled)", throttle_desc("long"), "disk"),
+        Alert("FioscopeDiskThrottledAfterBurst", "warning",
+              f"fioscope:disk_step_down_ratio\nand {ON} fioscope:disk_ceiling{{window=\"short\"}}\n"
+              'unless on (host, device) fioscope:disk_ceiling_below{window="short"}',
+              "throttled_after_burst", "Disk throttled after a burst (burst credits exhausted)",
+              "{{ $labels.device }} on {{ $labels.instance }}: burst credits exhausted: IOPS fell from ~"
+              + disk_value("fioscope:disk_iops", around="max_over_time(%s[%%(stepDownLookback)s])") + " to ~"
+              + disk_value("fioscope:disk_iops") + "/s ({{ $value | humanize }}x less) and stay flat: " + ceilings_text("short") + ".",
+              "disk"),
+        Alert("FioscopeDiskSaturated", "info", "fioscope:disk_util_ratio >= %(util_saturated_ratio)s", "saturated",
+              "Disk busy all the time",
+              "{{ $labels.device }} on {{ $labels.instance }}: util {{ $value | humanizePercentage }}. "
+              "Informational: on devices that serve requests in parallel (NVMe, cloud volumes) util says little; see the throttling alert.",
+              "disk"),
+        # a layer above a capped disk (LVM on md on it) is as slow as the disk: the lowest layer pages
+        Alert("FioscopeDiskLatencyAboveSla", "warning",
+              f"({sla_expr(t)})\nunless on (host, device) fioscope:disk_ceiling_below{{window=\"long\"}}", "latency_sla",
+              "Disk latency above its SLA",
+              "{{ $labels.device }} on {{ $labels.instance }}: await {{ $value | humanizeDuration }}, above the SLA in alerts/config.yaml.",
+              "disk"),
+        Alert("FioscopeDiskQueueExploding", "warning",
+              # a long queue alone is demand: page only with its cost, await far above normal and no more throughput
+              f"fioscope:disk_queue_size > %(queue_size_exploding)s\nand {ON} " + slow("fioscope:disk_await_seconds")
+              + f"\nand {ON} avg_over_time(fioscope:disk_iops[%(queueWindow)s])"
+              " <= %(queue_rise_ratio)s * avg_over_time(fioscope:disk_iops[%(queueWindow)s] offset %(queueWindow)s)"
+              # a queue at a ceiling is the throttling alerts' story
+              + f"\nunless {ON} fioscope:disk_ceiling",
+              "queue", "Disk queue long and costly",
+              "{{ $labels.device }} on {{ $labels.instance }}: {{ $value | humanize }} requests in flight on average (aqu-sz), await "
+              + disk_value("fioscope:disk_await_seconds", "humanizeDuration") + " against a normal of "
+              + disk_value("fioscope:disk_await_baseline_seconds", "humanizeDuration") + ", and no more IOPS than %(queueWindow)s ago.",
+              "disk"),
+        Alert("FioscopeHighIowaitIdleCpu", "warning",
+              "fioscope:cpu_iowait_ratio > %(iowait_ratio)s\n"
+              "and on (instance, job) (fioscope:cpu_user_ratio + fioscope:cpu_system_ratio) < %(iowait_busy_cpu_ratio)s",
+              "iowait", "CPUs waiting on storage",
+              "{{ $labels.instance }}: iowait {{ $value | humanizePercentage }} while user+system stay low: "
+              "the workload is bound by storage.",
+              "disk"),
+        Alert("FioscopeWriteThroughputCliff", "warning",
+              'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}\n'
+              "  < %(write_cliff_ratio)s * max_over_time("
+              'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}[%(writeCliffWindow)s])\n'
+              "and on (instance, job, jobname) fio_run_running{%(fioSelector)s} == 1",
+              "write_cliff", "Write throughput fell off a cliff during a sustained write",
+              "Job {{ $labels.jobname }}: write bandwidth dropped to {{ $value | humanize1024 }}B/s, below "
+              f"{100 * t['write_cliff_ratio']:g} %% of its peak in the last %(writeCliffWindow)s: "
+              "a write cache is probably exhausted.", "fio"),
+        Alert("FioscopeFioAtPromisedIops", "info",
+              'sum by (instance, job, jobname) (fio_iops{%(fioSelector)s,ddir=~"read|write|trim"})\n'
+              "  >= on (instance, job, jobname) %(at_limit_ratio)s * fio_promised_iops{%(fioSelector)s}",
+              "at_limit", "fio job at the disk's provisioned IOPS",
+              "Job {{ $labels.jobname }} delivers {{ $value | humanize }} IOPS, "
+              "at the ceiling its target's declared limits promise.", "fio"),
+        Alert("FioscopeFioRunFailed", "warning", "increase(fio_run_failures_total{%(fioSelector)s}[1h]) > 0", "run_failed",
+              "fio run failed",
+              "Job {{ $labels.jobname }}: {{ $value | humanize }} failed run(s) in the last hour; see the exporter's log.",
+              "fio"),
+        Alert("FioscopeFioResultsStale", "warning",
+              "time() - fio_run_end_timestamp_seconds{%(fioSelector)s} > %(resultsStaleSeconds)s\n"
+              "unless on (instance, job, jobname) fio_run_running{%(fioSelector)s} == 1",
+              "stale", "fio results are stale",
+              "Job {{ $labels.jobname }}: the last result is {{ $value | humanizeDuration }} old.", "fio"),
+        Alert("FioscopeExporterDown", "critical", "up{%(fioSelector)s} == 0 or absent(up{%(fioSelector)s})", "target_down",
+              "fioscope exporter down", "fioscope exporter {{ $labels.instance }} cannot be scraped.", "fio"),
+        Alert("FioscopeResultScanStalled", "critical",
+              "time() - fioscope_last_scan_timestamp_seconds{%(fioSelector)s}\n"
+              "  > on (host, instance, job) clamp_min(3 * fioscope_scan_interval_seconds{%(fioSelector)s}, 60)",
+              "scan_stalled", "fioscope stopped scanning its results",
+              "fioscope {{ $labels.instance }}: the last scan of the results directory was {{ $value | humanizeDuration }} ago: "
+              "new results are not published and the figures are going stale.", "fio"),
+        Alert("FioscopeSchedulerStopped", "critical", "fioscope_scheduler_running{%(fioSelector)s} == 0", "scheduler_stopped",
+              "fioscope's fio schedule stopped",
+              "fioscope {{ $labels.instance }}: the schedule thread is not running: no fio job will run.",
+              "fio"),
+        Alert("FioscopeNodeExporterDown", "critical", "up{%(nodeSelector)s} == 0 or absent(up{%(nodeSelector)s})", "target_down",
+              "node_exporter down", "node_exporter {{ $labels.instance }} cannot be scraped: no kernel view of the disks.", "disk"),
+    ]
+    if t["disk_limits"]:
+        result.append(Alert("FioscopeDiskAtProvisionedLimit", "info", "fioscope:disk_declared_limit_ratio >= %(at_limit_ratio)s",
+                            "at_limit", "Disk at its provisioned limit",
+                            "{{ $labels.device }} on {{ $labels.instance }}: at {{ $value | humanizePercentage }} "
+                            "of the declared {{ $labels.limit }} (alerts/config.yaml).", "disk"))
+    return result
+
+
+def alert_rules(s: dict) -> dict:
+    p = params(s)
+    return {"groups": [{"name": "fioscope-alerts", "rules": [a.render(s, p) for a in alerts(s)]}]}

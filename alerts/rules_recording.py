@@ -1,0 +1,200 @@
+"""Recording rules: iostat -x equivalents per instance and device, and the helpers the
+throttling alerts build on."""
+
+from __future__ import annotations
+
+from mixin import Record, params
+
+
+def _rate(metric: str) -> str:
+    return "rate(%s{%%(diskSelector)s}[%%(rateWindow)s])" % metric
+
+
+def _per_request(numerator: str, count: str) -> str:
+    # iostat prints 0.00 when there was no request: clamp the divisor instead of dividing by 0
+    return f"{numerator} / clamp_min({count}, 1e-9)"
+
+
+R, W, D, F = (_rate(f"node_disk_{m}") for m in ("reads_completed_total", "writes_completed_total",
+                                                 "discards_completed_total", "flush_requests_total"))
+RRQM, WRQM = _rate("node_disk_reads_merged_total"), _rate("node_disk_writes_merged_total")
+RB, WB = _rate("node_disk_read_bytes_total"), _rate("node_disk_written_bytes_total")
+
+DISK = [
+    Record("fioscope:disk_read_iops", R, "r/s"),
+    Record("fioscope:disk_write_iops", W, "w/s"),
+    Record("fioscope:disk_discard_iops", D, "d/s"),
+    Record("fioscope:disk_flush_iops", F, "f/s"),
+    Record("fioscope:disk_read_bytes_per_second", RB, "rkB/s x 1024"),
+    Record("fioscope:disk_write_bytes_per_second", WB, "wkB/s x 1024"),
+    Record("fioscope:disk_discard_bytes_per_second", _rate("node_disk_discarded_sectors_total") + " * 512", "dkB/s x 1024"),
+    Record("fioscope:disk_read_merges_per_second", RRQM, "rrqm/s"),
+    Record("fioscope:disk_write_merges_per_second", WRQM, "wrqm/s"),
+    Record("fioscope:disk_read_merges_ratio", _per_request(RRQM, f"({RRQM} + {R})"), "%rrqm / 100"),
+    Record("fioscope:disk_write_merges_ratio", _per_request(WRQM, f"({WRQM} + {W})"), "%wrqm / 100"),
+    Record("fioscope:disk_read_await_seconds", _per_request(_rate("node_disk_read_time_seconds_total"), R), "r_await / 1000"),
+    Record("fioscope:disk_write_await_seconds", _per_request(_rate("node_disk_write_time_seconds_total"), W), "w_await / 1000"),
+    Record("fioscope:disk_discard_await_seconds", _per_request(_rate("node_disk_discard_time_seconds_total"), D), "d_await / 1000"),
+    Record("fioscope:disk_flush_await_seconds", _per_request(_rate("node_disk_flush_requests_time_seconds_total"), F), "f_await / 1000"),
+    Record("fioscope:disk_queue_size", _rate("node_disk_io_time_weighted_seconds_total"), "aqu-sz"),
+    Record("fioscope:disk_read_request_size_bytes", _per_request(RB, R), "rareq-sz x 1024"),
+    Record("fioscope:disk_write_request_size_bytes", _per_request(WB, W), "wareq-sz x 1024"),
+    Record("fioscope:disk_util_ratio", _rate("node_disk_io_time_seconds_total"), "%util / 100"),
+]
+
+_CPU_TOTAL = "sum by (host, instance, job) (rate(node_cpu_seconds_total{%(nodeSelector)s}[%(rateWindow)s]))"
+CPU = [
+    Record(f"fioscope:cpu_{name}_ratio",
+           "sum by (host, instance, job) (rate(node_cpu_seconds_total{%%(nodeSelector)s,%s}[%%(rateWindow)s])) / %s" % (mode, _CPU_TOTAL),
+           f"%{name} / 100")
+    for name, mode in [("user", 'mode="user"'), ("nice", 'mode="nice"'),
+                       # iostat's %system counts hard and soft interrupts too
+                       ("system", 'mode=~"system|irq|softirq"'), ("iowait", 'mode="iowait"'),
+                       ("steal", 'mode="steal"'), ("idle", 'mode="idle"')]
+]
+
+
+def _irate(metric: str) -> str:
+    return "irate(%s{%%(diskSelector)s}[%%(rateWindow)s])" % metric
+
+
+def _or_zero(series: str, like: str) -> str:
+    """``series``, or 0 where the kernel does not export it (discards: 4.18+, flushes: 5.5+)."""
+    return f"({series} or {like} * 0)"
+
+
+ON = "on (instance, job, device)"
+# the tree below: a device whose slaves (fioscope_disk_parent_info) show a ceiling is not the layer that pages
+LAYER_BELOW = ("max by (host, device) (\n  fioscope_disk_parent_info{%%(fioSelector)s}\n"
+               "  * on (host, parent) group_left ()\n"
+               "  label_replace(max by (host, device) (fioscope:disk_ceiling{window=\"%s\"}), \"parent\", \"$1\", \"device\", \"(.+)\")\n)")
+
+HELPERS = [
+    Record("fioscope:disk_iops", "fioscope:disk_read_iops + fioscope:disk_write_iops + "
+           + _or_zero("fioscope:disk_discard_iops", "fioscope:disk_read_iops"), "r/s + w/s + d/s"),
+    Record("fioscope:disk_bytes_per_second", "fioscope:disk_read_bytes_per_second + fioscope:disk_write_bytes_per_second",
+           "rkB/s + wkB/s x 1024"),
+    # per-scrape rates: the flatness tests need the raw steps, not a 1m average
+    Record("fioscope:disk_read_iops:irate", _irate("node_disk_reads_completed_total")),
+    Record("fioscope:disk_write_iops:irate", _irate("node_disk_writes_completed_total")),
+    Record("fioscope:disk_iops:irate", "fioscope:disk_read_iops:irate + fioscope:disk_write_iops:irate + "
+           + _or_zero(_irate("node_disk_discards_completed_total"), "fioscope:disk_read_iops:irate")),
+    Record("fioscope:disk_read_bytes_per_second:irate", _irate("node_disk_read_bytes_total")),
+    Record("fioscope:disk_write_bytes_per_second:irate", _irate("node_disk_written_bytes_total")),
+    Record("fioscope:disk_bytes_per_second:irate",
+           "fioscope:disk_read_bytes_per_second:irate + fioscope:disk_write_bytes_per_second:irate"),
+    # mean time per request over all directions; absent while the device is idle
+    Record("fioscope:disk_await_seconds",
+           "(" + _rate("node_disk_read_time_seconds_total") + " + " + _rate("node_disk_write_time_seconds_total") + " + "
+           + _or_zero(_rate("node_disk_discard_time_seconds_total"), _rate("node_disk_read_time_seconds_total"))
+           + ") / (fioscope:disk_iops > 0)", "await / 1000"),
+    # per-scrape util: the rate-window util lags a load's start and end
+    Record("fioscope:disk_util_ratio:irate", _irate("node_disk_io_time_seconds_total")),
+]
+
+# the device's own normal, from 1m averages recorded once a minute (a 6h quantile over every
+# 15 s sample of every device would dominate the rule cost of a fleet)
+BASELINE = [
+    Record("fioscope:disk_await_unsaturated_seconds",
+           "avg_over_time(fioscope:disk_await_seconds[%(baselineInterval)s])\n"
+           "and " + ON + " max_over_time(fioscope:disk_util_ratio:irate[%(baselineInterval)s]) < %(unsaturatedUtil)s"),
+    Record("fioscope:disk_await_baseline_seconds",
+           "quantile_over_time(0.5, fioscope:disk_await_unsaturated_seconds[%(baselineWindow)s])"),
+]
+
+
+def slow(await_series: str) -> str:
+    """Await at least the floor and far above the device's normal (any await while no normal is known yet)."""
+    return (f"({await_series} >= %(throttle_await_min_seconds)s)\n"
+            f"and {ON} (\n"
+            f"  {await_series} >= {ON} %(throttle_await_baseline_factor)s * fioscope:disk_await_baseline_seconds\n"
+            f"  or ({await_series} unless {ON} fioscope:disk_await_baseline_seconds)\n"
+            ")")
+
+
+def flat(rate: str, window: str, floor: str) -> str:
+    """Per-scrape rate over ``window``: busy and flat (stddev/mean small): pinned at a ceiling."""
+    avg = f"avg_over_time({rate}[{window}])"
+    return f"{avg} >= {floor}\nand {ON} stddev_over_time({rate}[{window}]) / {avg} <= %(throttle_flatness_max_cv)s"
+
+
+SATURATED = (f"and {ON} fioscope:disk_util_ratio >= %(throttle_util_min_ratio)s\n"
+             f"and {ON} fioscope:disk_queue_size >= %(throttle_queue_min)s")
+# (dimension, unit, per-scrape rate, its await, floor, dimensions that explain it better)
+DIMENSIONS = [
+    ("reads", "/s", "fioscope:disk_read_iops:irate", "fioscope:disk_read_await_seconds", "%(throttle_min_iops)s", ()),
+    ("writes", "/s", "fioscope:disk_write_iops:irate", "fioscope:disk_write_await_seconds", "%(throttle_min_iops)s", ()),
+    ("read throughput", "B/s", "fioscope:disk_read_bytes_per_second:irate", "fioscope:disk_read_await_seconds",
+     "%(throttle_min_bytes_per_second)s", ("reads",)),
+    ("write throughput", "B/s", "fioscope:disk_write_bytes_per_second:irate", "fioscope:disk_write_await_seconds",
+     "%(throttle_min_bytes_per_second)s", ("writes",)),
+    ("IOPS", "/s", "fioscope:disk_iops:irate", "fioscope:disk_await_seconds", "%(throttle_min_iops)s",
+     ("reads", "writes", "read throughput", "write throughput")),
+    ("throughput", "B/s", "fioscope:disk_bytes_per_second:irate", "fioscope:disk_await_seconds", "%(throttle_min_bytes_per_second)s",
+     ("reads", "writes", "read throughput", "write throughput", "IOPS")),
+]
+# short: the window while fio loads the device (and for the step-down); long: any workload
+WINDOWS = [("short", "%(fioWindow)s"), ("long", "%(window)s")]
+
+
+def ceiling(window_name: str, window: str, dimension: str, unit: str, rate: str, await_series: str, floor: str,
+            better: tuple[str, ...]) -> Record:
+    """The inferred ceiling: the mean rate of a dimension that sits flat while the device is saturated and slow."""
+    expr = f"{flat(rate, window, floor)}\nand {ON} {slow(await_series)}\n{SATURATED}"
+    if better:
+        expr += f'\nunless {ON} fioscope:disk_ceiling{{window="{window_name}",dimension=~"{"|".join(better)}"}}'
+    return Record("fioscope:disk_ceiling", expr, labels=(("window", window_name), ("dimension", dimension), ("unit", unit)))
+
+
+def _to_lower_layers(loaded: str) -> str:
+    """The devices right below those in ``loaded`` (their /sys/block/*/slaves, from fioscope_disk_parent_info)."""
+    return ('max by (host, device) (label_replace(\n'
+            '  max by (host, parent) (fioscope_disk_parent_info{%%(fioSelector)s} * on (host, device) group_left () %s),\n'
+            '  "device", "$1", "parent", "(.+)"))' % loaded)
+
+
+_FIO_ON_DEVICE = "max by (host, device) (fio_run_running{%(fioSelector)s} > 0)"
+# fio loads the device its target is on and every layer below it (LVM on md on disks: up to 3 layers down)
+FIO_LOAD = Record("fioscope:disk_fio_load", "\nor ".join(
+    [_FIO_ON_DEVICE, _to_lower_layers(_FIO_ON_DEVICE), _to_lower_layers(_to_lower_layers(_FIO_ON_DEVICE)),
+     _to_lower_layers(_to_lower_layers(_to_lower_layers(_FIO_ON_DEVICE)))]))
+
+CEILINGS = [FIO_LOAD] + [ceiling(name, window, *dim) for name, window in WINDOWS for dim in DIMENSIONS] + [
+    # rate now against its peak in the lookback: burst credits spent, a lower ceiling reached
+    Record("fioscope:disk_step_down_ratio",
+           "max_over_time(fioscope:disk_iops[%(stepDownLookback)s]) / clamp_min(fioscope:disk_iops, 1e-9) >= %(throttle_step_down_ratio)s\n"
+           "or max_over_time(fioscope:disk_bytes_per_second[%(stepDownLookback)s]) / clamp_min(fioscope:disk_bytes_per_second, 1e-9)"
+           " >= %(throttle_step_down_ratio)s"),
+] + [Record("fioscope:disk_ceiling_below", LAYER_BELOW % name, labels=(("window", name),)) for name, _ in WINDOWS]
+
+LIMIT_KEYS = [  # disk_limits key: (series, how the declared limit reads)
+    ("iops", "fioscope:disk_iops", "{:g} IOPS"),
+    ("read_iops", "fioscope:disk_read_iops", "{:g} reads/s"),
+    ("write_iops", "fioscope:disk_write_iops", "{:g} writes/s"),
+    ("bandwidth_bytes", "fioscope:disk_bytes_per_second", "{:g} MiB/s"),
+    ("read_bandwidth_bytes", "fioscope:disk_read_bytes_per_second", "{:g} MiB/s reads"),
+    ("write_bandwidth_bytes", "fioscope:disk_write_bytes_per_second", "{:g} MiB/s writes"),
+]
+
+
+def declared_limits(s: dict) -> list[Record]:
+    """Where the load sits against each limit declared in thresholds.disk_limits (ratio, 1 = at the limit)."""
+    records = []
+    for device, limits in sorted((s["thresholds"]["disk_limits"] or {}).items()):
+        for key, series, text in LIMIT_KEYS:
+            value = (limits or {}).get(key)
+            if value:
+                shown = value / 1048576 if "bandwidth" in key else value
+                records.append(Record("fioscope:disk_declared_limit_ratio", f'{series}{{device="{device}"}} / {value:g}',
+                                      labels=(("limit", text.format(shown)),)))
+    return records
+
+
+def recording_rules(s: dict) -> dict:
+    p = params(s)
+    # one group where rules build on each other: a group runs its rules in order, groups run independently
+    groups = [
+        {"name": "fioscope-iostat", "rules": [r.render(p) for r in DISK + CPU + HELPERS + CEILINGS + declared_limits(s)]},
+        {"name": "fioscope-disk-baseline", "interval": p["baselineInterval"], "rules": [r.render(p) for r in BASELINE]},
+    ]
+    return {"groups": groups}

@@ -1,0 +1,445 @@
+#!/usr/bin/env python3
+"""Disk scenarios for the throttling alerts, as promtool unit tests and as a detection matrix.
+
+Each scenario is a device modelled per 15 s scrape (IOPS, bytes, await, util, queue per
+direction); the model becomes node_exporter counters. One promtool run with "expect
+nothing" at every step shows what each alert does when (promtool prints what it got);
+from that:
+
+    python3 alerts/tests/scenarios.py            # write alerts/tests/detection.test.yaml
+    python3 alerts/tests/scenarios.py --check    # exit 1 if the rules contradict a scenario's expectation
+    python3 alerts/tests/scenarios.py --matrix   # print scenario x (alert, seconds to fire, ceiling named)
+
+The generated test pins, per scenario, the first evaluation at which each alert fires
+(with its description, which names the ceiling) and that it is silent one step earlier,
+and that the healthy controls stay silent throughout. Generation refuses a result that
+contradicts a scenario's expectation (an alert that should not fire, a ceiling not named,
+slower than the target), so a regression shows as a failing generator, not a new golden file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "detection.test.yaml"
+STEP = 15  # seconds per sample (scrape and evaluation interval)
+MINUTES = 48
+ONSET = 30 * 60  # every scenario's load starts (or changes) at 30m; the first 30m give the device its normal
+END = ONSET + 18 * 60  # load stops here
+THROTTLE_ALERTS = ["FioscopeDiskThrottledUnderFioLoad", "FioscopeDiskThrottled", "FioscopeDiskThrottledAfterBurst",
+                   "FioscopeDiskQueueExploding"]
+WATCHED = THROTTLE_ALERTS + ["FioscopeDiskLatencyAboveSla"]
+
+
+@dataclass
+class Sample:
+    """One scrape interval of a device, per direction: requests/s, bytes/s, await (s); util; queue (aqu-sz)."""
+
+    r: float = 0.0
+    w: float = 0.0
+    rb: float = 0.0
+    wb: float = 0.0
+    r_await: float = 0.0
+    w_await: float = 0.0
+    util: float = 0.0
+    queue: float = 0.0
+
+
+def light(_t: int, rng: random.Random) -> Sample:
+    """The background: a light random-read load at 1 ms (the device's normal)."""
+    r = 50 + rng.uniform(-10, 10)
+    return Sample(r=r, rb=r * 4096, r_await=0.001, util=r * 0.001, queue=r * 0.001)
+
+
+def capped(r: float, w: float, size: int, queue: float) -> Sample:
+    """Pinned at a ceiling with ``queue`` requests waiting: await = queue / IOPS (Little's law)."""
+    total = r + w
+    return Sample(r=r, w=w, rb=r * size, wb=w * size, r_await=queue / total, w_await=queue / total, util=1.0, queue=queue)
+
+
+@dataclass
+class Device:
+    host: str
+    device: str
+    model: Callable[[int, random.Random], Sample]
+    discards: bool = True  # node_exporter has discard/flush series (kernel 4.18+/5.5+)
+
+
+@dataclass
+class Scenario:
+    name: str
+    devices: list[Device]
+    expect: dict[str, tuple[str, str]]  # alert -> (device key "host/device", phrase its description must contain)
+    within: dict[str, int] = field(default_factory=dict)  # alert -> seconds after onset it must fire by
+    fio: list[tuple[str, str]] = field(default_factory=list)  # (host, device) a fio job loads from onset to END
+    topology: list[tuple[str, str, str]] = field(default_factory=list)  # (host, device, parent below it)
+    note: str = ""
+
+
+def after_onset(load: Callable[[int, random.Random], Sample], before=light):
+    def model(t: int, rng: random.Random) -> Sample:
+        return load(t, rng) if ONSET <= t < END else before(t, rng)
+    return model
+
+
+def iops_cap(_t, _rng):
+    return capped(700, 300, 4096, 256)
+
+
+def bandwidth_cap(t, _rng):
+    # 40 MiB/s cap, the workload alternates 4k random reads and 256k scans every 30 s
+    size = 4096 if (t // 30) % 2 == 0 else 262144
+    iops = 40 * 1048576 / size
+    return Sample(r=iops, rb=40 * 1048576, r_await=128 / iops, util=1.0, queue=128)
+
+
+def write_cap(_t, rng):
+    # writes pinned at 300/s with 128 waiting; an independent read load runs fast and noisy
+    r = 1300 if (_t // STEP) % 2 else 2700
+    return Sample(r=r, w=300, rb=r * 4096, wb=300 * 4096, r_await=0.0005, w_await=128 / 300, util=1.0, queue=128 + r * 0.0005)
+
+
+def burst_then_cap(t, _rng):
+    # burst credits: 3000 IOPS at 2 ms for 5 minutes, then the 300 IOPS baseline with the same 6 in flight
+    if t < ONSET + 300:
+        return Sample(r=3000, rb=3000 * 4096, r_await=0.002, util=1.0, queue=6)
+    return Sample(r=300, rb=300 * 4096, r_await=0.02, util=1.0, queue=6)
+
+
+def bursty_under_cap(t, _rng):
+    # a bursty writer on a 500 IOPS sliced limit: 900/s in one scrape, idle in the next (450/s on average)
+    busy = (t // STEP) % 2 == 0
+    w = 900 if busy else 10
+    return Sample(w=w, wb=w * 4096, w_await=0.02 if busy else 0.001, util=0.9 if busy else 0.05, queue=18 if busy else 0.01)
+
+
+def healthy_deep_queue(_t, rng):
+    # NVMe saturated by a deep-queue job: tens of thousands of IOPS, aqu-sz 50, await ~1.25 ms
+    r = 40000 + rng.uniform(-8000, 8000)
+    return Sample(r=r, rb=r * 4096, r_await=50 / r, util=0.97, queue=50)
+
+
+def alternating_uncapped(t, rng):
+    size = 4096 if (t // 30) % 2 == 0 else 262144
+    iops = (20000 if size == 4096 else 1200) * (1 + rng.uniform(-0.15, 0.15))
+    return Sample(r=iops, rb=iops * size, r_await=4 / iops, util=0.95, queue=4)
+
+
+def hdd_normal(_t, rng):
+    r = 40 + rng.uniform(-5, 5)
+    return Sample(r=r, rb=r * 65536, r_await=0.04, util=0.4, queue=r * 0.04)
+
+
+def hdd_steady(_t, _rng):
+    # slow by nature: 100 IOPS flat at 150 ms (its normal under light load is 40 ms: under 5x)
+    return Sample(r=100, rb=100 * 65536, r_await=0.15, util=1.0, queue=15)
+
+
+def costly_queue_before(_t, rng):
+    r = 800 + rng.uniform(-350, 350)
+    return Sample(r=r, rb=r * 4096, r_await=0.001, util=0.4, queue=r * 0.001)
+
+
+def costly_queue(t, _rng):
+    # a degrading disk: the same ~800 IOPS, now 64 in flight at ~80 ms (swinging per scrape: no ceiling)
+    r = 450 if (t // STEP) % 2 else 1150
+    return Sample(r=r, rb=r * 4096, r_await=64 / r, util=1.0, queue=64)
+
+
+def raid1_write_cap(capped_leg: bool):
+    # md RAID1 with LVM on top, the cap on one leg: every layer above sees the cap; the other leg waits, fast
+    def model(_t, _rng):
+        if capped_leg:
+            return capped(0, 300, 4096, 64)
+        return Sample(w=300, wb=300 * 4096, w_await=0.0005, util=0.15, queue=0.15)
+    return model
+
+
+CAPPED = "{host}/{device}"
+SCENARIOS = [
+    Scenario("IOPS cap (700 r/s + 300 w/s)", [Device("s1", "vdb", after_onset(iops_cap))],
+             {"FioscopeDiskThrottled": ("s1/vdb", "reads flat at ~700/s, writes flat at ~300/s (no limit declared)")},
+             {"FioscopeDiskThrottled": 300}),
+    Scenario("IOPS cap, kernel without discard/flush series", [Device("s2", "vdb", after_onset(iops_cap), discards=False)],
+             {"FioscopeDiskThrottled": ("s2/vdb", "reads flat at ~700/s, writes flat at ~300/s")}, {"FioscopeDiskThrottled": 300}),
+    Scenario("bandwidth cap 40 MiB/s, 4k and 256k alternating", [Device("s3", "vdb", after_onset(bandwidth_cap))],
+             {"FioscopeDiskThrottled": ("s3/vdb", "read throughput flat at ~40MiB/s")}, {"FioscopeDiskThrottled": 300}),
+    Scenario("write-only cap 300 w/s, independent noisy reads", [Device("s4", "vdb", after_onset(write_cap))],
+             {"FioscopeDiskThrottled": ("s4/vdb", "is throttled: writes flat at ~300/s (")}, {"FioscopeDiskThrottled": 300}),
+    Scenario("burst 3000 IOPS for 5 min, then capped at 300", [Device("s5", "vdb", after_onset(burst_then_cap))],
+             {"FioscopeDiskThrottledAfterBurst": ("s5/vdb", "IOPS fell from ~3k to ~300/s")},
+             {"FioscopeDiskThrottledAfterBurst": 300 + 180}),
+    Scenario("fio job on a capped device", [Device("s6", "vdb", after_onset(iops_cap)), Device("s6", "vdc", after_onset(iops_cap))],
+             {"FioscopeDiskThrottledUnderFioLoad": ("s6/vdb", "reads flat at ~700/s"),
+              "FioscopeDiskThrottled": ("s6/vdc", "reads flat at ~700/s")},
+             {"FioscopeDiskThrottledUnderFioLoad": 120, "FioscopeDiskThrottled": 300}, fio=[("s6", "vdb")],
+             note="fio loads vdb only: vdb gets the fio-load alert, vdc (same host, not loaded by fio) the any-workload one"),
+    Scenario("costly queue: 64 in flight at 80 ms, no more IOPS", [Device("s7", "vdb", after_onset(costly_queue, costly_queue_before))],
+             {"FioscopeDiskQueueExploding": ("s7/vdb", "against a normal of 1ms")}, {"FioscopeDiskQueueExploding": 420}),
+    Scenario("healthy: NVMe saturated, deep queue (aqu-sz 50, 1.25 ms)", [Device("h1", "nvme0n1", after_onset(healthy_deep_queue))], {}),
+    Scenario("healthy: 4k/256k alternating, uncapped", [Device("h2", "vdb", after_onset(alternating_uncapped))], {}),
+    Scenario("healthy: bursty writer under its cap", [Device("h3", "vdb", after_onset(bursty_under_cap))], {}),
+    Scenario("healthy: slow-by-nature HDD at a steady rate", [Device("h4", "sda", after_onset(hdd_steady, hdd_normal))], {}),
+    Scenario("LVM on md RAID1, cap on one leg (one page)",
+             [Device("s8", "vda", after_onset(raid1_write_cap(True))), Device("s8", "vdb", after_onset(raid1_write_cap(False))),
+              Device("s8", "md0", after_onset(raid1_write_cap(True))), Device("s8", "dm-0", after_onset(raid1_write_cap(True)))],
+             {"FioscopeDiskThrottled": ("s8/vda", "writes flat at ~300/s")}, {"FioscopeDiskThrottled": 300},
+             topology=[("s8", "md0", "vda"), ("s8", "md0", "vdb"), ("s8", "dm-0", "md0")]),
+    Scenario("LVM on md RAID1 under fio, cap on one leg (one page)",
+             [Device("s9", "vda", after_onset(raid1_write_cap(True))), Device("s9", "vdb", after_onset(raid1_write_cap(False))),
+              Device("s9", "md0", after_onset(raid1_write_cap(True))), Device("s9", "dm-0", after_onset(raid1_write_cap(True)))],
+             {"FioscopeDiskThrottledUnderFioLoad": ("s9/vda", "writes flat at ~300/s")}, {"FioscopeDiskThrottledUnderFioLoad": 120},
+             fio=[("s9", "dm-0")],
+             topology=[("s9", "md0", "vda"), ("s9", "md0", "vdb"), ("s9", "dm-0", "md0")],
+             note="fio's target is on dm-0 (the exporter labels its series so); vda, two layers down, carries the load and pages"),
+]
+
+COUNTERS = [  # node_exporter counter, per-second increment from a Sample
+    ("node_disk_reads_completed_total", lambda s: s.r),
+    ("node_disk_writes_completed_total", lambda s: s.w),
+    ("node_disk_read_bytes_total", lambda s: s.rb),
+    ("node_disk_written_bytes_total", lambda s: s.wb),
+    ("node_disk_reads_merged_total", lambda s: 0.0),
+    ("node_disk_writes_merged_total", lambda s: 0.0),
+    ("node_disk_read_time_seconds_total", lambda s: s.r * s.r_await),
+    ("node_disk_write_time_seconds_total", lambda s: s.w * s.w_await),
+    ("node_disk_io_time_seconds_total", lambda s: s.util),
+    ("node_disk_io_time_weighted_seconds_total", lambda s: s.queue),
+]
+DISCARD_COUNTERS = ["node_disk_discards_completed_total", "node_disk_discarded_sectors_total", "node_disk_discard_time_seconds_total",
+                    "node_disk_flush_requests_total", "node_disk_flush_requests_time_seconds_total"]
+
+
+def series_of(dev: Device, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    samples = [dev.model(i * STEP, rng) for i in range(MINUTES * 60 // STEP + 1)]
+    labels = f'job="node",instance="{dev.host}:9100",host="{dev.host}",device="{dev.device}"'
+    out = []
+    for name, per_second in COUNTERS:
+        total, values = 0.0, []
+        for s in samples:
+            values.append(f"{total:.12g}")
+            total += per_second(s) * STEP
+        out.append({"series": f"{name}{{{labels}}}", "values": " ".join(values)})
+    if dev.discards:
+        out += [{"series": f"{name}{{{labels}}}", "values": f"0x{len(samples) - 1}"} for name in DISCARD_COUNTERS]
+    return out
+
+
+def input_series() -> list[dict]:
+    out: list[dict] = []
+    for i, sc in enumerate(SCENARIOS):
+        for j, dev in enumerate(sc.devices):
+            out += series_of(dev, 1000 * i + j)
+        steps = MINUTES * 60 // STEP
+        on, off = ONSET // STEP, END // STEP
+        for host, device in sc.fio:
+            labels = f'job="fioscope",instance="{host}:7963",host="{host}",target="t-{device}",device="{device}",hostname="",jobname="load"'
+            out.append({"series": f"fio_run_running{{{labels}}}", "values": f"0x{on - 1} 1x{off - on - 1} 0x{steps - off}"})
+        for host, device, parent in sc.topology:
+            labels = f'job="fioscope",instance="{host}:7963",host="{host}",device="{device}",parent="{parent}"'
+            out.append({"series": f"fioscope_disk_parent_info{{{labels}}}", "values": f"1x{steps}"})
+    return out
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+
+
+def duration(seconds: int) -> str:
+    return f"{seconds // 60}m{seconds % 60}s" if seconds % 60 else f"{seconds // 60}m"
+
+
+# ---------------------------------------------------------------------------- what promtool says fires
+def observe(rules_dir: Path) -> dict[tuple[str, str], list[tuple[int, dict]]]:
+    """(alert, "host/device") -> [(seconds, annotations)] for every evaluation from the onset on."""
+    promtool = shutil.which("promtool")
+    if not promtool:
+        raise SystemExit("scenarios.py: promtool is not installed")
+    times = list(range(ONSET - 60, END + 1, STEP))
+    test = {"rule_files": [str(rules_dir / "recording.rules.yaml"), str(rules_dir / "alerts.rules.yaml")],
+            "evaluation_interval": f"{STEP}s",
+            "tests": [{"interval": f"{STEP}s", "input_series": input_series(),
+                       "alert_rule_test": [{"eval_time": duration(t), "alertname": a, "exp_alerts": []} for t in times for a in WATCHED]}]}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "observe.test.yaml"
+        path.write_text(yaml.safe_dump(test, width=1 << 20))
+        proc = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
+    fired: dict[tuple[str, str], list[tuple[int, dict]]] = {}
+    # promtool: "alertname: X, time: 31m15s, \n exp:..., \n got:[\n0:\n  Labels:{...}\n  Annotations:{...}\n]"
+    for block in re.split(r"\n\s*alertname: ", proc.stdout + proc.stderr)[1:]:
+        head = re.match(r"(\w+), time: (\S+?),", block)
+        if not head:
+            continue
+        name, when = head.group(1), head.group(2)
+        seconds = sum(int(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in re.findall(r"(\d+)([hms])", when))
+        got = block.split("got:", 1)[1]
+        for labels, notes in re.findall(r"Labels:\{(.*?)\}\s*Annotations:\{(.*?)\},?\n", got, re.S):
+            lab = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', labels))
+            ann = {k: bytes(v, "utf-8").decode("unicode_escape") for k, v in re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', notes)}
+            fired.setdefault((name, f"{lab['host']}/{lab['device']}"), []).append((seconds, ann))
+    return fired
+
+
+@dataclass
+class Row:
+    """One line of the detection matrix."""
+
+    scenario: str
+    alert: str
+    device: str
+    expected: bool
+    seconds: int | None  # after the onset; None: never fired
+    description: str
+
+
+def judge(fired) -> tuple[list[Row], list[str]]:
+    """Per scenario and alert: fired?, seconds after onset, description; and every contradiction of the expectations."""
+    rows: list[Row] = []
+    problems: list[str] = []
+    for sc in SCENARIOS:
+        for alert in WATCHED:
+            for key in sorted({f"{d.host}/{d.device}" for d in sc.devices}):
+                hits = fired.get((alert, key), [])
+                want_key, phrase = sc.expect.get(alert, ("", ""))
+                row = Row(sc.name, alert, key, want_key == key, hits[0][0] - ONSET if hits else None,
+                          hits[0][1].get("description", "") if hits else "")
+                if hits or row.expected:
+                    rows.append(row)
+                if row.expected and row.seconds is None:
+                    problems.append(f"{sc.name}: {alert} on {key} never fired")
+                elif row.expected and phrase not in row.description:
+                    problems.append(f"{sc.name}: {alert} on {key}: {phrase!r} not in {row.description!r}")
+                elif row.expected and row.seconds is not None and row.seconds > sc.within.get(alert, row.seconds):
+                    problems.append(f"{sc.name}: {alert} on {key} fired after {row.seconds} s (target {sc.within[alert]} s)")
+                elif hits and not row.expected and alert in THROTTLE_ALERTS:
+                    problems.append(f"{sc.name}: {alert} on {key} fired ({row.description[:120]})")
+                elif hits and key in {f"{h}/{d}" for h, d, _ in sc.topology}:  # a layer above the cap: one page, the lowest
+                    problems.append(f"{sc.name}: {alert} on {key}, above the capped disk, fired")
+    return rows, problems
+
+
+def firing_at(fired, alert: str, t: int) -> list[dict]:
+    """Every alert ``alert`` promtool saw firing at ``t``, as promtool test expects them."""
+    out = []
+    for (name, key), hits in sorted(fired.items()):
+        for seconds, ann in hits:
+            if name == alert and seconds == t:
+                host, device = key.split("/")
+                labels = {"severity": "critical" if alert.endswith("FioLoad") else "warning", "instance": f"{host}:9100", "job": "node",
+                          "host": host, "device": device}
+                out.append({"exp_labels": labels, "exp_annotations": ann})
+    return out
+
+
+def build_test(fired) -> dict:
+    # Prometheus evaluates the alert group and the recording groups independently: the first firing
+    # evaluation moves by one interval from run to run, so each check keeps one interval either side.
+    firsts = {k: hits[0][0] for k, hits in fired.items()}
+    cases = []
+
+    def stable(alert: str, t: int) -> bool:
+        return not any(a == alert and t - STEP < f <= t + STEP for (a, _), f in firsts.items())
+
+    def case(alert: str, t: int) -> None:
+        if stable(alert, t):
+            cases.append({"eval_time": duration(t), "alertname": alert, "exp_alerts": firing_at(fired, alert, t)})
+
+    for sc in SCENARIOS:
+        for alert, (key, _) in sc.expect.items():
+            case(alert, firsts[(alert, key)] - 2 * STEP)  # not yet
+            case(alert, firsts[(alert, key)] + STEP)  # firing, naming the ceiling
+    case("FioscopeDiskLatencyAboveSla", ONSET + 12 * 60)  # the capped disks, never the layers above them
+    # the controls and the layers above a cap: silent for every throttling alert, all along
+    for t in range(ONSET, END + 1, 120):
+        for alert in THROTTLE_ALERTS:
+            firing = [(k, hits) for (a, k), hits in fired.items() if a == alert and any(s <= t for s, _ in hits)]
+            if not firing:
+                cases.append({"eval_time": duration(t), "alertname": alert, "exp_alerts": []})
+    return {"rule_files": ["../recording.rules.yaml", "../alerts.rules.yaml"], "evaluation_interval": f"{STEP}s",
+            "tests": [{"name": "throttling shapes: " + "; ".join(sc.name for sc in SCENARIOS), "interval": f"{STEP}s",
+                       "input_series": input_series(), "alert_rule_test": cases, "promql_expr_test": VALUE_CHECKS}]}
+
+
+# values of the rules the alerts build on; s2's node_exporter has no discard/flush series (kernel < 4.18)
+_S2 = {"job": "node", "instance": "s2:9100", "host": "s2", "device": "vdb"}
+VALUE_CHECKS = [
+    {"expr": 'fioscope:disk_iops{host="s2"}', "eval_time": "40m",
+     "exp_samples": [{"labels": f"fioscope:disk_iops{_labels(_S2)}", "value": 1000}]},
+    {"expr": 'round(fioscope:disk_await_seconds{host="s2"}, 0.0001)', "eval_time": "40m",
+     "exp_samples": [{"labels": _labels(_S2), "value": 0.256}]},
+    {"expr": 'fioscope:disk_iops:irate{host="s2"}', "eval_time": "40m",
+     "exp_samples": [{"labels": f"fioscope:disk_iops:irate{_labels(_S2)}", "value": 1000}]},
+    *[{"expr": f'{name}{{host="s2"}}', "eval_time": "40m", "exp_samples": [{"labels": f"{name}{_labels(_S2)}", "value": v}]}
+      for name, v in (("fioscope:disk_bytes_per_second", 4096000), ("fioscope:disk_read_iops:irate", 700),
+                      ("fioscope:disk_write_iops:irate", 300), ("fioscope:disk_read_bytes_per_second:irate", 2867200),
+                      ("fioscope:disk_write_bytes_per_second:irate", 1228800), ("fioscope:disk_bytes_per_second:irate", 4096000),
+                      ("fioscope:disk_util_ratio:irate", 1))],
+    {"expr": 'fioscope:disk_ceiling{host="s2",window="long"}', "eval_time": "40m",
+     "exp_samples": [{"labels": f"fioscope:disk_ceiling{_labels({**_S2, 'window': 'long', 'dimension': d, 'unit': '/s'})}", "value": v}
+                     for d, v in (("reads", 700), ("writes", 300))]},
+    # the layers above s8's capped leg: md0 (on vda) and dm-0 (on md0) know a device below them is at a ceiling
+    {"expr": 'fioscope:disk_ceiling_below{host="s8",window="long"}', "eval_time": "40m",
+     "exp_samples": [{"labels": "fioscope:disk_ceiling_below" + _labels({"host": "s8", "device": d, "window": "long"}), "value": 300}
+                     for d in ("dm-0", "md0")]},
+    # s9's fio job runs on dm-0 (LVM on md0 on vda+vdb): the load reaches every layer below
+    {"expr": 'fioscope:disk_fio_load{host="s9"}', "eval_time": "40m",
+     "exp_samples": [{"labels": "fioscope:disk_fio_load" + _labels({"host": "s9", "device": d}), "value": 1}
+                     for d in ("dm-0", "md0", "vda", "vdb")]},
+    # s5 five minutes after its burst: the rate is a tenth of its peak
+    {"expr": 'round(fioscope:disk_step_down_ratio{host="s5"}, 0.001)', "eval_time": "40m",
+     "exp_samples": [{"labels": _labels({**_S2, "host": "s5", "instance": "s5:9100"}), "value": 10}]},
+    {"expr": 'round(1e6 * fioscope:disk_await_unsaturated_seconds{host="s2"})', "eval_time": "20m",
+     "exp_samples": [{"labels": _labels(_S2), "value": 1000}]},
+]
+
+
+HEADER = ("# Generated by alerts/tests/scenarios.py (the scenarios and why they must or must not page are there);\n"
+          "# regenerate with `python3 alerts/tests/scenarios.py` after changing the rules.\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the rules contradict an expectation")
+    parser.add_argument("--matrix", action="store_true", help="print the detection matrix")
+    parser.add_argument("--rules", type=Path, default=HERE.parent, help="directory with the generated rule files")
+    args = parser.parse_args(argv)
+    fired = observe(args.rules)
+    rows, problems = judge(fired)
+    if args.matrix:
+        print(f"{'scenario':58} {'alert':36} {'device':12} fired  s-after-onset  description")
+        for r in rows:
+            secs = "-" if r.seconds is None else str(r.seconds)
+            flag = ("yes" if r.seconds is not None else "NO ") + ("" if r.expected or r.alert not in THROTTLE_ALERTS else " (FP)")
+            print(f"{r.scenario[:58]:58} {r.alert:36} {r.device:12} {flag:6} {secs:>13}  {r.description[:150]}")
+        for sc in SCENARIOS:
+            if not any(r.scenario == sc.name for r in rows):
+                print(f"{sc.name[:58]:58} {'(nothing fires)':36}")
+    for p in problems:
+        print(f"scenarios.py: {p}", file=sys.stderr)
+    if problems:
+        return 1
+    if args.check:  # the expectations hold; the committed test itself runs with the other promtool tests
+        if not OUT.exists():
+            print(f"scenarios.py: {OUT} is missing (run python3 alerts/tests/scenarios.py)", file=sys.stderr)
+            return 1
+        return 0
+    if not args.matrix:
+        OUT.write_text(HEADER + yaml.safe_dump(build_test(fired), sort_keys=False, width=160))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
