@@ -7,6 +7,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from ..store import Store
 from .exporter import ExporterCollector, ScrapeTimer
 from .fio import FioCollector
+from .topology import TopologyCollector
 
 
 class Exposition:
@@ -16,6 +17,7 @@ class Exposition:
         self.fio = FioCollector(store)
         self.health = CollectorRegistry(auto_describe=False)
         self.health.register(ExporterCollector(store, timer))
+        self.health.register(TopologyCollector(store))
 
     def render(self) -> bytes:
         return self.fio.render().encode() + generate_latest(self.health)
