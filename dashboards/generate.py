@@ -14,7 +14,6 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import heatmap, prometheus, stat, table, timeseries, xychart
@@ -23,9 +22,12 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "scripts"))
+for _path in (HERE.parent / "exporter", HERE.parent / "scripts"):  # this tree's package first
+    sys.path.insert(0, str(_path))
 from codegen import write_or_check  # noqa: E402
-SETTINGS = yaml.safe_load((HERE.parent / "alerts" / "config.yaml").read_text())
+from fioscope.settings import load_settings  # noqa: E402
+
+SETTINGS = load_settings()
 T = SETTINGS["thresholds"]
 DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 DISK = 'instance=~"$instance",device=~"$device"'

@@ -27,6 +27,9 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO / "exporter") not in sys.path:  # this tree's package first
+    sys.path.insert(0, str(REPO / "exporter"))
+from fioscope.settings import SettingsError, load_settings  # noqa: E402
 
 
 def _generator():
@@ -58,7 +61,10 @@ class NativeStack:
         self.data_dir = data_dir.resolve()
         self.overrides = overrides or []
         gen = _generator()
-        self.settings = gen.load_settings(self.overrides)
+        try:
+            self.settings = load_settings(self.overrides)
+        except SettingsError as exc:
+            raise SystemExit(f"native stack: {exc}") from None
         self.root = REPO
         if self.overrides:
             self.root = self.data_dir / "config"

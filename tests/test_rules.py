@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from conftest import FIXTURES, REPO, require
 
 ALERTS = REPO / "alerts"
@@ -125,3 +124,31 @@ def test_short_intervals_for_the_e2e_stack(tmp_path):
 def test_bad_override_is_refused(tmp_path):
     proc = run(GENERATE + ["--out", str(tmp_path), "--set", "nonsense"])
     assert proc.returncode != 0 and "expected key.path=value" in proc.stderr
+
+
+def test_unknown_or_misplaced_override_names_the_key(tmp_path):
+    """A typo is an error naming the key and the closest valid one; a path through a value is refused, no traceback."""
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "durations.throtled_fio=10s"])
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "durations.throtled_fio" in proc.stderr and "closest: throttled_fio" in proc.stderr
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "durations.fsync.x=1s"])
+    assert proc.returncode == 2 and "durations.fsync is a value" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "thresholds.disk_limits.vdb.iops=500"])
+    assert proc.returncode == 0, proc.stderr
+    assert "475" in (tmp_path / "alerts" / "alerts.rules.yaml").read_text()
+
+
+def test_generators_and_stack_share_one_settings_loader():
+    """dashboards/generate.py and stack/native.py read settings through fioscope.settings, so an override means the same."""
+    from fioscope.settings import SettingsError, load_settings
+
+    for path in (REPO / "dashboards" / "generate.py", REPO / "stack" / "native.py", ALERTS / "generate.py"):
+        text = path.read_text()
+        assert "from fioscope.settings import" in text and '"config.yaml"' not in text, path
+    assert load_settings(["stack.scrape_interval=1s"])["stack"]["scrape_interval"] == "1s"
+    try:
+        load_settings(["stack.scrape_intervall=1s"])
+    except SettingsError as exc:
+        assert "closest: scrape_interval" in str(exc)
+    else:
+        raise AssertionError("typo accepted")
