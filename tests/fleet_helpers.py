@@ -38,7 +38,8 @@ class Prometheus:
     def __init__(self, root: Path, overrides: list[str], extra_args: list[str] | None = None):
         self.root = root
         self.port = free_port()
-        for rel, text in _generator().render(load_settings(overrides)).items():
+        # its own scrape job scrapes it (prometheus_tsdb_head_series and friends)
+        for rel, text in _generator().render(load_settings([*overrides, f"stack.ports.prometheus={self.port}"])).items():
             path = root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
