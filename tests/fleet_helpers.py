@@ -7,12 +7,15 @@ hand-written copy.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,7 +25,21 @@ from fioscope.settings import load_settings
 from native import _generator
 from stack_helpers import PromClient
 
-__all__ = ["NodeExporter", "Prometheus", "free_port", "wait_for"]
+__all__ = ["NodeExporter", "Prometheus", "free_port", "lab_lock", "wait_for"]
+
+LAB_LOCK = Path("/tmp/fioscope-lab.lock")
+
+
+@contextmanager
+def lab_lock():
+    """The machine-wide lab lock, unless this process already holds it (run under `flock /tmp/fioscope-lab.lock`)."""
+    fds = Path("/proc/self/fd")
+    if any(os.path.realpath(fd) == str(LAB_LOCK) for fd in fds.iterdir() if fd.is_symlink()):
+        yield
+        return
+    with LAB_LOCK.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def _binary(*names: str) -> str:

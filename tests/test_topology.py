@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -13,21 +11,8 @@ from fioscope import blockdev
 from fioscope.collector.topology import TopologyCollector
 from fioscope.config import Config, Target
 from fioscope.store import Store
+from fleet_helpers import lab_lock
 from prometheus_client import CollectorRegistry, generate_latest
-
-LAB_LOCK = Path("/tmp/fioscope-lab.lock")
-
-
-@contextmanager
-def lab_lock():
-    """The machine-wide lab lock, unless this process already holds it (run under `flock /tmp/fioscope-lab.lock`)."""
-    fds = Path("/proc/self/fd")
-    if any(os.path.realpath(fd) == str(LAB_LOCK) for fd in fds.iterdir() if fd.is_symlink()):
-        yield
-        return
-    with LAB_LOCK.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
 
 
 def _device(sys: Path, where: str, name: str, size: int = 2048, **files: str) -> Path:
