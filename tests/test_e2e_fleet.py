@@ -29,6 +29,16 @@ def add_host(hosts_dir, name: str, node: NodeExporter, exporter: Exporter) -> No
     assert proc.returncode == 0, proc.stderr
 
 
+def figures(prom: Prometheus) -> str:
+    """What the throttling signature saw, per host and device (for a failure message)."""
+    out = []
+    for series in ("fioscope:disk_iops", "fioscope:disk_util_ratio", "fioscope:disk_queue_size", "fioscope:disk_await_seconds",
+                   "fioscope:disk_await_baseline_seconds", "fio_run_running", 'ALERTS{alertstate!=""}'):
+        out.append(f"{series}: " + ", ".join(f"{r['metric'].get('host')}/{r['metric'].get('device', r['metric'].get('alertname'))}="
+                                               f"{float(r['value'][1]):.3g}" for r in prom.client.query(series)))
+    return "; ".join(out)
+
+
 def test_two_hosts_one_prometheus_alert_names_the_capped_host_and_device(tmp_path):
     require_root_lab()
     from fioscope import lab
@@ -76,7 +86,10 @@ def test_two_hosts_one_prometheus_alert_names_the_capped_host_and_device(tmp_pat
                 return {(r["metric"].get("host"), r["metric"].get("device")) for r in prom.client.query('ALERTS{alertstate="firing"}')
                         if r["metric"]["alertname"] in THROTTLE}
 
-            wait_for(lambda: capped in throttled(), 150, interval=1, what="the throttling alert for fleet-a's device")
+            try:
+                wait_for(lambda: capped in throttled(), 150, interval=1, what="the throttling alert for fleet-a's device")
+            except AssertionError:
+                raise AssertionError(f"no throttling alert for {capped}; {figures(prom)}") from None
             fired = time.time() - start
             for _ in range(15):  # and, while both loads run, for nothing else
                 assert throttled() == {capped}, throttled()
