@@ -103,7 +103,10 @@ class FleetServer:
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):  # Prometheus stopped mid-scrape
+                    pass
 
             def log_message(self, *args):
                 pass
@@ -136,8 +139,9 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
         groups: dict[str, list[float]] = {}
         rules: dict[str, list[float]] = {}
         last_eval: dict[str, str] = {}
+        # groups with a longer interval of their own (the baseline) are sampled for as long as the others need
         deadline = time.time() + cycles * seconds(interval) * 3
-        while min((len(v) for v in groups.values()), default=0) < cycles and time.time() < deadline:
+        while max((len(v) for v in groups.values()), default=0) < cycles and time.time() < deadline:
             for group in prom.rule_groups():
                 if last_eval.get(group["name"]) == group["lastEvaluation"]:
                     continue
