@@ -34,9 +34,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests"), str(REPO / "stack"), str(REPO / "exporter")]
-from fleet_helpers import Prometheus, free_port, wait_for  # noqa: E402
-from fioscope.settings import seconds  # noqa: E402
-from hosts import host_groups  # noqa: E402
+from fioscope.settings import seconds
+from fleet_helpers import Prometheus, free_port, wait_for
+from hosts import host_groups
 
 FIO_RESULTS = [REPO / "tests" / "fixtures" / "fio-outputs" / "fio-3.33" / name for name in ("etcd.json+", "randrw.json")]
 DEVICES = ("vda", "vdb", "md0", "dm-0")
