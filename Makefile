@@ -3,7 +3,7 @@ PYTHON ?= python3
 FIOSCOPE_TARGET_DIR ?= /var/tmp/fioscope-target
 export FIOSCOPE_TARGET_DIR
 
-.PHONY: up up-native setup test e2e bench generate check-generated secret
+.PHONY: up up-native setup test e2e bench bench-fleet generate check-generated secret add-host
 
 # docker compose where a Docker engine runs, the native stack otherwise
 up: setup
@@ -28,6 +28,14 @@ e2e: setup
 
 bench: setup
 	$(PYTHON) bench/bench_exporter.py
+
+bench-fleet: setup
+	$(PYTHON) bench/bench_fleet.py
+
+# one more test host for the fleet's Prometheus (README "Fleet"): make add-host NAME=db-7 NODE=10.0.0.7:9100 FIOSCOPE=10.0.0.7:7963
+add-host:
+	@test -n "$(NAME)" -a -n "$(NODE)" -a -n "$(FIOSCOPE)" || { echo "usage: make add-host NAME=host NODE=addr:9100 FIOSCOPE=addr:7963" >&2; exit 2; }
+	$(PYTHON) stack/hosts.py add "$(NAME)" "$(NODE)" "$(FIOSCOPE)"
 
 generate:
 	$(PYTHON) alerts/generate.py

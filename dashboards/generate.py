@@ -30,8 +30,9 @@ from fioscope.settings import load_settings  # noqa: E402
 SETTINGS = load_settings()
 T = SETTINGS["thresholds"]
 DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
-DISK = 'instance=~"$instance",device=~"$device"'
-JOB = 'jobname=~"$jobname"'
+# every series carries the host its scrape job's relabelling named (README "Fleet")
+DISK = 'host=~"$host",device=~"$device"'
+JOB = 'host=~"$host",jobname=~"$jobname"'
 UIDS = {"disk": "fioscope-disk", "fio": "fioscope-fio", "curve": "fioscope-curve"}
 
 
@@ -128,15 +129,15 @@ def disk_dashboard() -> db.Dashboard:
     th = T["throttle"]
     d = (base(UIDS["disk"], "fioscope / Disk under load", ["disk", "iostat"])
          .with_variable(datasource_var())
-         .with_variable(query_var("instance", "Host", "label_values(fioscope:disk_util_ratio, instance)"))
-         .with_variable(query_var("device", "Device", 'label_values(fioscope:disk_util_ratio{instance=~"$instance"}, device)'))
-         .with_variable(query_var("jobname", "fio job", "label_values(fio_run_running, jobname)"))
+         .with_variable(query_var("host", "Host", "label_values(fioscope:disk_util_ratio, host)"))
+         .with_variable(query_var("device", "Device", 'label_values(fioscope:disk_util_ratio{host=~"$host"}, device)'))
+         .with_variable(query_var("jobname", "fio job", 'label_values(fio_run_running{host=~"$host"}, jobname)'))
          .annotation(run_annotation()))
     d = (d.with_row(db.Row("Verdict"))
          .with_panel(stat_panel(
              "Throttling verdict", "none",
-             query(f'max by (instance, device) (ALERTS{{alertname=~"FioscopeDiskThrottled.*",alertstate="firing",{DISK}}})'
-                   f' or max by (instance, device) (0 * fioscope:disk_util_ratio{{{DISK}}})', "{{instance}} {{device}}", instant=True),
+             query(f'max by (host, device) (ALERTS{{alertname=~"FioscopeDiskThrottled.*",alertstate="firing",{DISK}}})'
+                   f' or max by (host, device) (0 * fioscope:disk_util_ratio{{{DISK}}})', "{{host}} {{device}}", instant=True),
              [(None, "green"), (1, "red")], w=8,
              mappings=value_map({"0": ("not throttled", "green"), "1": ("THROTTLED", "red")}),
              description="A throttling alert fires: a rate (reads, writes, read/write throughput, IOPS or throughput) sits flat at a ceiling "
@@ -147,14 +148,21 @@ def disk_dashboard() -> db.Dashboard:
          .with_panel(table.Panel().title("Firing alerts").datasource(DS).height(5).span(12).unit("none")
                      .with_target(query('ALERTS{alertstate="firing"}', instant=True, fmt="table"))
                      .with_transformation(dm.DataTransformerConfig(id_val="organize", options={
-                         "excludeByName": {"Time": True, "Value": True, "__name__": True, "alertstate": True}}))))
+                         "excludeByName": {"Time": True, "Value": True, "__name__": True, "alertstate": True}})))
+         # the device stack as the exporter reads it from sysfs: vg0-data (dm-3) on md0 on vda+vdb
+         .with_panel(table.Panel().title("Disk stack (what each device is built on, which targets it holds)").datasource(DS)
+                     .height(6).span(24).unit("none")
+                     .with_target(query('fioscope_disk_info{host=~"$host"}', instant=True, fmt="table"))
+                     .with_transformation(dm.DataTransformerConfig(id_val="organize", options={
+                         "excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True, "instance": True},
+                         "indexByName": {"host": 0, "device": 1, "name": 2, "kind": 3, "parents": 4, "targets": 5}}))))
     d = (d.with_row(db.Row("CPU (iostat avg-cpu)"))
          .with_panel(ts("CPU", "percentunit", [
-             query(f'fioscope:cpu_{m}_ratio{{instance=~"$instance"}}', f"%{m} {{{{instance}}}}", ref=chr(65 + i))
+             query(f'fioscope:cpu_{m}_ratio{{host=~"$host"}}', f"%{m} {{{{host}}}}", ref=chr(65 + i))
              for i, m in enumerate(("user", "system", "iowait", "steal", "idle", "nice"))], w=24, stack=True,
              description="iostat's %user, %system (with irq and softirq), %iowait, %steal, %idle.")))
     d = (d.with_row(db.Row("Utilisation and merges"))
-         .with_panel(ts("Utilisation (%util)", "percentunit", [query(f"fioscope:disk_util_ratio{{{DISK}}}", "{{instance}} {{device}}")],
+         .with_panel(ts("Utilisation (%util)", "percentunit", [query(f"fioscope:disk_util_ratio{{{DISK}}}", "{{host}} {{device}}")],
                         line=[(th["util_min_ratio"], "orange"), (T["util_saturated_ratio"], "red")],
                         description="Share of time with a request in flight. Meaningless on NVMe-style parallel devices (runbook)."))
          .with_panel(ts("Merged requests (rrqm/s, wrqm/s)", "reqps", [
@@ -166,7 +174,7 @@ def disk_dashboard() -> db.Dashboard:
              query(f"fioscope:disk_write_iops{{{DISK}}}", "w/s {{device}}", ref="B"),
              query(f"fioscope:disk_discard_iops{{{DISK}}}", "d/s {{device}}", ref="C"),
              query(f"fioscope:disk_flush_iops{{{DISK}}}", "f/s {{device}}", ref="D")]))
-         .with_panel(ts("IOPS per scrape (flatness)", "iops", [query(f"fioscope:disk_iops:irate{{{DISK}}}", "{{instance}} {{device}}")],
+         .with_panel(ts("IOPS per scrape (flatness)", "iops", [query(f"fioscope:disk_iops:irate{{{DISK}}}", "{{host}} {{device}}")],
                         description="A capped disk shows a flat line at the cap; a healthy busy disk is noisy.")))
     d = (d.with_row(db.Row("Latency"))
          .with_panel(ts("Latency (r_await, w_await, d_await, f_await)", "s", [
@@ -179,7 +187,7 @@ def disk_dashboard() -> db.Dashboard:
              query(f"fioscope:disk_await_seconds{{{DISK}}}", "await {{device}}"),
              query(f"fioscope:disk_await_baseline_seconds{{{DISK}}}", "normal {{device}}", ref="B")])))
     d = (d.with_row(db.Row("Queue and request sizes"))
-         .with_panel(ts("Queue (aqu-sz)", "short", [query(f"fioscope:disk_queue_size{{{DISK}}}", "{{instance}} {{device}}")],
+         .with_panel(ts("Queue (aqu-sz)", "short", [query(f"fioscope:disk_queue_size{{{DISK}}}", "{{host}} {{device}}")],
                         line=[(th["queue_min"], "orange"), (T["queue_size_exploding"], "red")]))
          .with_panel(ts("Request sizes (rareq-sz, wareq-sz)", "bytes", [
              query(f"fioscope:disk_read_request_size_bytes{{{DISK}}}", "rareq-sz {{device}}"),
@@ -197,7 +205,8 @@ def fio_dashboard() -> db.Dashboard:
     fsync = T["etcd_fsync_p99_seconds"]
     d = (base(UIDS["fio"], "fioscope / fio results", ["fio", "etcd"])
          .with_variable(datasource_var())
-         .with_variable(query_var("jobname", "fio job", "label_values(fio_run_info, jobname)"))
+         .with_variable(query_var("host", "Host", "label_values(fio_run_info, host)"))
+         .with_variable(query_var("jobname", "fio job", 'label_values(fio_run_info{host=~"$host"}, jobname)'))
          .annotation(run_annotation()))
     sync_p99 = f'fio_run_latency_seconds{{{JOB},ddir="sync",stage="lat",quantile="0.99"}}'
     d = (d.with_row(db.Row("etcd WAL test"))

@@ -74,8 +74,8 @@ def test_dashboard_structure(path):
 def test_required_variables_and_rate_interval():
     by_uid = {json.loads(p.read_text())["uid"]: json.loads(p.read_text()) for p in DASHBOARDS}
     disk_vars = {v["name"] for v in by_uid["fioscope-disk"]["templating"]["list"]}
-    assert {"datasource", "instance", "device", "jobname"} <= disk_vars
-    assert "jobname" in {v["name"] for v in by_uid["fioscope-fio"]["templating"]["list"]}
+    assert {"datasource", "host", "device", "jobname"} <= disk_vars
+    assert {"host", "jobname"} <= {v["name"] for v in by_uid["fioscope-fio"]["templating"]["list"]}
     assert "$__rate_interval" in json.dumps(by_uid["fioscope-fio"])
     disk = json.dumps(by_uid["fioscope-disk"])
     for column in ("fioscope:cpu_iowait_ratio", "fioscope:disk_util_ratio", "fioscope:disk_read_merges_per_second",

@@ -10,6 +10,7 @@ from ..scanner import ScanLoop
 from ..store import Store
 from .exporter import ExporterCollector, ScrapeTimer
 from .fio import FioCollector
+from .topology import TopologyCollector
 
 
 class Exposition:
@@ -20,6 +21,7 @@ class Exposition:
         self.fio = FioCollector(store)
         self.health = CollectorRegistry(auto_describe=False)
         self.health.register(ExporterCollector(store, timer, scan_loop, scheduler))
+        self.health.register(TopologyCollector(store))
 
     def render(self) -> bytes:
         return self.fio.render().encode() + generate_latest(self.health)

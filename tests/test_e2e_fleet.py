@@ -1,0 +1,102 @@
+"""End-to-end fleet: two test hosts, one Prometheus, file_sd (root; `flock /tmp/fioscope-lab.lock pytest -m e2e tests/test_e2e_fleet.py`).
+
+Each "host" is a real fioscope exporter and a real node_exporter on loopback ports, with its own lab disk;
+node_exporter shows only that host's loop device (on one machine both would see every disk). Host A's disk
+is capped, host B's is not; both run the same fio load. Hosts are added with stack/hosts.py, the second one
+while Prometheus runs. The throttling alert must name host A and its device and nothing else.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import REPO, Exporter, wait_for
+from fleet_helpers import NodeExporter, Prometheus, free_port, lab_lock
+from stack_helpers import require_root_lab, write_fioscope_config
+from test_e2e import E2E_SETTINGS, THROTTLE
+
+pytestmark = pytest.mark.e2e
+
+LOAD = {"READ_IOPS": "1400", "WRITE_IOPS": "600", "RUNTIME": "150", "SIZE": "512m"}  # 2x the capped disk's 700/300
+
+
+def add_host(hosts_dir, name: str, node: NodeExporter, exporter: Exporter) -> None:
+    proc = subprocess.run([sys.executable, str(REPO / "stack" / "hosts.py"), "--dir", str(hosts_dir), "add", name, node.address,
+                           f"127.0.0.1:{exporter.port}"], check=False, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def figures(prom: Prometheus) -> str:
+    """What the throttling signature saw, per host and device (for a failure message)."""
+    out = []
+    for series in ("fioscope:disk_iops", "fioscope:disk_util_ratio", "fioscope:disk_queue_size", "fioscope:disk_await_seconds",
+                   "fioscope:disk_await_baseline_seconds", "fio_run_running", 'ALERTS{alertstate!=""}'):
+        out.append(f"{series}: " + ", ".join(f"{r['metric'].get('host')}/{r['metric'].get('device', r['metric'].get('alertname'))}="
+                                               f"{float(r['value'][1]):.3g}" for r in prom.client.query(series)))
+    return "; ".join(out)
+
+
+def test_two_hosts_one_prometheus_alert_names_the_capped_host_and_device(tmp_path):
+    require_root_lab()
+    from fioscope import lab
+
+    state = tmp_path / "lab"
+    made: dict = {}
+    running: list = []
+    with lab_lock():
+        try:
+            for host, kind in (("fleet-a", "throttled"), ("fleet-b", "healthy")):
+                made[host] = disk = lab.up(kind, name=host, size="1G", state_dir=state)
+                (tmp_path / host).mkdir()
+                config = write_fioscope_config(tmp_path / host / "fioscope.yaml", [
+                    {"name": "lab", "directory": disk.mountpoint, "cgroup": disk.cgroup}])
+                config.write_text(config.read_text() + "schedule:\n- {job: cloud-sla-70-30, target: lab, start_delay: 20s, env: "
+                                  + "{" + ", ".join(f"{k}: '{v}'" for k, v in LOAD.items()) + "}}\n")
+                running.append(Exporter(tmp_path / host, config=config, results=tmp_path / host / "results"))
+                running.append(NodeExporter(tmp_path / host / "node.log", device_include=f"^{disk.device_name}$"))
+            exporter_a, node_a, exporter_b, node_b = running
+            hosts = tmp_path / "hosts"
+            add_host(hosts, "fleet-a", node_a, exporter_a)
+            prom = Prometheus(tmp_path / "prom", [
+                *E2E_SETTINGS, "stack.scrape_interval=1s", "stack.evaluation_interval=1s", "stack.rate_window=20s",
+                f"stack.hosts_dir={hosts}", "stack.host=fleet-stack",
+                *[f"stack.ports.{k}={free_port()}" for k in ("node_exporter", "fioscope", "alertmanager", "etcd")]])
+            running.append(prom)
+            wait_for(lambda: prom.client.value('sum(up{host="fleet-a",job=~"node|fioscope"})') == 2, 20, what="fleet-a up")
+
+            added = time.time()
+            add_host(hosts, "fleet-b", node_b, exporter_b)
+            wait_for(lambda: prom.client.value('sum(up{host="fleet-b",job=~"node|fioscope"})') == 2, 10, what="fleet-b up")
+            appeared = time.time() - added
+            print(f"\n[fleet] host added while Prometheus runs: scraped after {appeared:.1f} s (discovery update 5 s + scrape interval 1 s)")
+            assert appeared <= 5 + 1 + 1
+
+            # each host's node series show only its own disk
+            devices = {(r["metric"]["host"], r["metric"]["device"]) for r in prom.client.query('node_disk_io_time_seconds_total{job="node"}')}
+            assert devices == {("fleet-a", made["fleet-a"].device_name), ("fleet-b", made["fleet-b"].device_name)}
+
+            wait_for(lambda: prom.client.value('count(fio_run_running{jobname="cloud-sla-70-30"} == 1)') == 2, 60, what="both loads running")
+            start = time.time()
+            capped = ("fleet-a", made["fleet-a"].device_name)
+
+            def throttled() -> set:
+                return {(r["metric"].get("host"), r["metric"].get("device")) for r in prom.client.query('ALERTS{alertstate="firing"}')
+                        if r["metric"]["alertname"] in THROTTLE}
+
+            try:
+                wait_for(lambda: capped in throttled(), 150, interval=1, what="the throttling alert for fleet-a's device")
+            except AssertionError:
+                raise AssertionError(f"no throttling alert for {capped}; {figures(prom)}") from None
+            fired = time.time() - start
+            for _ in range(15):  # and, while both loads run, for nothing else
+                assert throttled() == {capped}, throttled()
+                time.sleep(1)
+            print(f"[fleet] throttling alert for {capped} {fired:.0f} s after both loads started; fleet-b (same load, uncapped) silent")
+        finally:
+            for proc in reversed(running):
+                proc.stop()
+            for host in made:
+                lab.down(host, state)

@@ -1,0 +1,143 @@
+"""Disk topology from sysfs: a fake LVM-on-md tree (golden exposition) and the real /sys with a real loop device."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import promtool_check_metrics
+from fioscope import blockdev
+from fioscope.collector.topology import TopologyCollector
+from fioscope.config import Config, Target
+from fioscope.store import Store
+from fleet_helpers import lab_lock
+from prometheus_client import CollectorRegistry, generate_latest
+
+
+def _device(sys: Path, where: str, name: str, size: int = 2048, **files: str) -> Path:
+    """A /sys/devices/<where>/<name> entry with its /sys/block link (a partition when ``where`` is a disk)."""
+    path = sys / "devices" / where / name
+    path.mkdir(parents=True)
+    (path / "size").write_text(f"{size}\n")
+    (path / "slaves").mkdir()
+    for rel, text in files.items():
+        (path / rel.replace("__", "/")).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel.replace("__", "/")).write_text(text + "\n")
+    if "partition" not in files:
+        (sys / "block").mkdir(exist_ok=True)
+        (sys / "block" / name).symlink_to(Path("..") / "devices" / where / name)
+    return path
+
+
+def _slave(device: Path, parent: Path) -> None:
+    (device / "slaves" / parent.name).symlink_to(os.path.relpath(parent, device / "slaves"))
+
+
+def _holds(sys: Path, directory: Path, device: Path) -> None:
+    """/sys/dev/block/MAJ:MIN of ``directory``'s real filesystem -> ``device`` (as the kernel links it)."""
+    dev = os.stat(directory).st_dev
+    link = sys / "dev" / "block" / f"{os.major(dev)}:{os.minor(dev)}"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(os.path.relpath(device, link.parent))
+
+
+@pytest.fixture
+def lvm_on_md(tmp_path):
+    """vg0-data (dm-3, LVM) on md0 ("data", RAID1 of vda1+vdb1); a dm-crypt volume on vdc; a loop; a detached loop."""
+    sys = tmp_path / "sys"
+    pci = "pci0000:00/0000:00:05.0/virtio2/block"
+    vda, vdb = _device(sys, pci, "vda"), _device(sys, pci, "vdb")
+    vdc = _device(sys, pci, "vdc")
+    vda1 = _device(sys, f"{pci}/vda", "vda1", partition="1")
+    vdb1 = _device(sys, f"{pci}/vdb", "vdb1", partition="1")
+    md0 = _device(sys, "virtual/block", "md0", md__level="raid1")
+    _slave(md0, vda1)
+    _slave(md0, vdb1)
+    dm3 = _device(sys, "virtual/block", "dm-3", dm__name="vg0-data", dm__uuid="LVM-6vKcQ2x0DJ1rn4ez2hvlWYFoO1rOMn6Y")
+    _slave(dm3, md0)
+    dm4 = _device(sys, "virtual/block", "dm-4", dm__name="cryptswap", dm__uuid="CRYPT-LUKS2-0b1c-cryptswap")
+    _slave(dm4, vdc)
+    _device(sys, "virtual/block", "loop0", loop__backing_file="/var/lib/images/scratch.img")
+    _device(sys, "virtual/block", "loop1", size=0)  # detached: left out
+    dev_md = tmp_path / "dev" / "md"
+    dev_md.mkdir(parents=True)
+    (dev_md / "data").symlink_to("../md0")
+    etcd = tmp_path / "etcd-test"
+    etcd.mkdir()
+    _holds(sys, etcd, dm3)
+    assert vda and vdb
+    return sys, dev_md, etcd, vda1
+
+
+GOLDEN = """\
+# HELP fioscope_disk_info Block device: its human name, kind, parent devices and the targets on it.
+# TYPE fioscope_disk_info gauge
+fioscope_disk_info{device="dm-3",kind="lvm",name="vg0-data",parents="md0",targets="etcd,etcd-copy"} 1.0
+fioscope_disk_info{device="dm-4",kind="dm",name="cryptswap",parents="vdc",targets=""} 1.0
+fioscope_disk_info{device="loop0",kind="loop",name="/var/lib/images/scratch.img",parents="",targets=""} 1.0
+fioscope_disk_info{device="md0",kind="md",name="data",parents="vda,vdb",targets=""} 1.0
+fioscope_disk_info{device="vda",kind="disk",name="vda",parents="",targets=""} 1.0
+fioscope_disk_info{device="vdb",kind="disk",name="vdb",parents="",targets=""} 1.0
+fioscope_disk_info{device="vdc",kind="disk",name="vdc",parents="",targets=""} 1.0
+# HELP fioscope_disk_parent_info One edge of the device stack: device is built on parent.
+# TYPE fioscope_disk_parent_info gauge
+fioscope_disk_parent_info{device="dm-3",parent="md0"} 1.0
+fioscope_disk_parent_info{device="dm-4",parent="vdc"} 1.0
+fioscope_disk_parent_info{device="md0",parent="vda"} 1.0
+fioscope_disk_parent_info{device="md0",parent="vdb"} 1.0
+# HELP fioscope_target_info Configured target: its directory and the block device holding it.
+# TYPE fioscope_target_info gauge
+fioscope_target_info{device="dm-3",directory="{etcd}",target="etcd"} 1.0
+fioscope_target_info{device="dm-3",directory="{etcd}",target="etcd-copy"} 1.0
+fioscope_target_info{device="",directory="/nonexistent/fleet",target="gone"} 1.0
+"""
+
+
+def _exposition(store: Store, sys: Path, dev_md: Path) -> str:
+    registry = CollectorRegistry()
+    registry.register(TopologyCollector(store, sys_root=sys, dev_md=dev_md))
+    return generate_latest(registry).decode()
+
+
+def test_lvm_on_md_topology_golden_exposition(lvm_on_md):
+    sys, dev_md, etcd, _ = lvm_on_md
+    # targets in config order; "targets" on a device is sorted
+    config = Config(targets=(Target("etcd-copy", etcd), Target("etcd", etcd), Target("gone", Path("/nonexistent/fleet"))))
+    text = _exposition(Store(config), sys, dev_md)
+    expected = GOLDEN.replace("{etcd}", str(etcd)).splitlines()
+    # target_info in config order
+    expected[-3], expected[-2] = expected[-2], expected[-3]
+    assert text.splitlines() == expected
+    assert promtool_check_metrics(text).returncode == 0
+
+
+def test_partition_maps_to_its_disk_and_a_vanished_tree_publishes_nothing(lvm_on_md, tmp_path):
+    sys, dev_md, etcd, vda1 = lvm_on_md
+    link = next((sys / "dev" / "block").iterdir())
+    link.unlink()
+    link.symlink_to(os.path.relpath(vda1, link.parent))
+    assert blockdev.device_for_path(etcd, sys / "dev" / "block") == "vda"
+    assert blockdev.device_for_path(tmp_path / "missing", sys / "dev" / "block") == ""
+    assert blockdev.topology(tmp_path / "no-sys", dev_md) == []
+
+
+def test_real_sysfs_names_the_lab_loop_device_holding_a_target(tmp_path):
+    """Root: a real loop device (a lab disk) holds the target; the real /sys says so."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (loop devices)")
+    from fioscope import lab
+
+    with lab_lock():
+        disk = lab.up("healthy", name="fleet-topology", size="64M", state_dir=tmp_path / "lab")
+        try:
+            store = Store(Config(targets=(Target("lab", Path(disk.mountpoint)),)))
+            text = _exposition(store, Path("/sys"), blockdev.DEV_MD)
+        finally:
+            lab.down("fleet-topology", tmp_path / "lab")
+        after_down = _exposition(Store(Config()), Path("/sys"), blockdev.DEV_MD)
+    loop = disk.device_name
+    assert f'fioscope_target_info{{device="{loop}",directory="{disk.mountpoint}",target="lab"}} 1.0' in text
+    assert (f'fioscope_disk_info{{device="{loop}",kind="loop",name="{disk.backing_file}",parents="",targets="lab"}} 1.0'
+            in text), text
+    assert f'device="{loop}"' not in after_down, "a detached loop is left out"
