@@ -26,6 +26,8 @@ def params(s: dict) -> dict[str, str]:
         "diskSelector": f"{sel['node']},{sel['device']}",
         "fioSelector": sel["fioscope"],
         "etcdSelector": sel["etcd"],
+        # what identifies one fio result (docs/contracts.md): the same job on two targets or hosts never collides
+        "fioResult": "host, instance, job, target, device, jobname, hostname",
         "rateWindow": st["rate_window"],
         "fsyncHistogramWindow": t["fsync_histogram_window"],
         "etcdWindow": t["etcd_window"],

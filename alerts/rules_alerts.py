@@ -15,7 +15,7 @@ def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> s
 
 
 FSYNC_RUN = 'fio_run_latency_seconds{%(fioSelector)s,ddir="sync",stage="lat",quantile="0.99"}'
-FSYNC_HIST = ('histogram_quantile(0.99, sum by (instance, job, jobname, le) '
+FSYNC_HIST = ('histogram_quantile(0.99, sum by (%(fioResult)s, le) '
               '(rate(fio_latency_seconds_bucket{%(fioSelector)s,ddir="sync",stage="lat"}[%(fsyncHistogramWindow)s])))')
 ON = "on (instance, job, device)"
 
@@ -66,17 +66,17 @@ def alerts(s: dict) -> list[Alert]:
     result = [
         Alert("FioscopeFsyncTooSlowForEtcd", "critical", FSYNC_RUN + " > %(etcd_fsync_p99_seconds)s", "fsync",
               f"fio fdatasync p99 above etcd's {fsync_ms} line",
-              "Job {{ $labels.jobname }}: fdatasync p99 {{ $value | humanizeDuration }} in the last run; "
+              "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: fdatasync p99 {{ $value | humanizeDuration }} in the last run; "
               f"etcd needs below {fsync_ms}. Storage this slow makes etcd miss heartbeats and elections.", "fio"),
         Alert("FioscopeFsyncNearEtcdLimit", "warning",
               f"{FSYNC_RUN} > {fmt(t['etcd_fsync_p99_seconds'] * t['etcd_fsync_warning_ratio'])}"
               f" and {FSYNC_RUN} <= %(etcd_fsync_p99_seconds)s",
               "fsync", f"fio fdatasync p99 close to etcd's {fsync_ms} line",
-              "Job {{ $labels.jobname }}: fdatasync p99 {{ $value | humanizeDuration }} in the last run, "
+              "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: fdatasync p99 {{ $value | humanizeDuration }} in the last run, "
               f"within {100 - 100 * t['etcd_fsync_warning_ratio']:g} %% of etcd's {fsync_ms} line.", "fio"),
         Alert("FioscopeFsyncHistogramTooSlowForEtcd", "critical", FSYNC_HIST + " > %(etcd_fsync_p99_seconds)s", "fsync",
               f"fdatasync p99 across fio runs above etcd's {fsync_ms} line",
-              "Job {{ $labels.jobname }}: fdatasync p99 over the last %(fsyncHistogramWindow)s of runs is "
+              "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: fdatasync p99 over the last %(fsyncHistogramWindow)s of runs is "
               "{{ $value | humanizeDuration }}; " + f"etcd needs below {fsync_ms}.", "fio"),
         Alert("FioscopeEtcdWalFsyncSlow", "critical", ETCD_HIST % "wal_fsync" + " > %(etcd_fsync_p99_seconds)s", "etcd_fsync",
               f"etcd WAL fsync p99 above {fsync_ms}",
@@ -133,26 +133,26 @@ def alerts(s: dict) -> list[Alert]:
               'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}\n'
               "  < %(write_cliff_ratio)s * max_over_time("
               'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}[%(writeCliffWindow)s])\n'
-              "and on (instance, job, jobname) fio_run_running{%(fioSelector)s} == 1",
+              "and on (%(fioResult)s) fio_run_running{%(fioSelector)s} == 1",
               "write_cliff", "Write throughput fell off a cliff during a sustained write",
-              "Job {{ $labels.jobname }}: write bandwidth dropped to {{ $value | humanize1024 }}B/s, below "
+              "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: write bandwidth dropped to {{ $value | humanize1024 }}B/s, below "
               f"{100 * t['write_cliff_ratio']:g} %% of its peak in the last %(writeCliffWindow)s: "
               "a write cache is probably exhausted.", "fio"),
         Alert("FioscopeFioAtPromisedIops", "info",
-              'sum by (instance, job, jobname) (fio_iops{%(fioSelector)s,ddir=~"read|write|trim"})\n'
-              "  >= on (instance, job, jobname) %(at_limit_ratio)s * fio_promised_iops{%(fioSelector)s}",
+              'sum by (%(fioResult)s) (fio_iops{%(fioSelector)s,ddir=~"read|write|trim"})\n'
+              "  >= on (%(fioResult)s) %(at_limit_ratio)s * fio_promised_iops{%(fioSelector)s}",
               "at_limit", "fio job at the disk's provisioned IOPS",
-              "Job {{ $labels.jobname }} delivers {{ $value | humanize }} IOPS, "
+              "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }} delivers {{ $value | humanize }} IOPS, "
               "at the ceiling its target's declared limits promise.", "fio"),
         Alert("FioscopeFioRunFailed", "warning", "increase(fio_run_failures_total{%(fioSelector)s}[1h]) > 0", "run_failed",
               "fio run failed",
-              "Job {{ $labels.jobname }}: {{ $value | humanize }} failed run(s) in the last hour; see the exporter's log.",
+              "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: {{ $value | humanize }} failed run(s) in the last hour; see the exporter's log.",
               "fio"),
         Alert("FioscopeFioResultsStale", "warning",
               "time() - fio_run_end_timestamp_seconds{%(fioSelector)s} > %(resultsStaleSeconds)s\n"
-              "unless on (instance, job, jobname) fio_run_running{%(fioSelector)s} == 1",
+              "unless on (%(fioResult)s) fio_run_running{%(fioSelector)s} == 1",
               "stale", "fio results are stale",
-              "Job {{ $labels.jobname }}: the last result is {{ $value | humanizeDuration }} old.", "fio"),
+              "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: the last result is {{ $value | humanizeDuration }} old.", "fio"),
         Alert("FioscopeExporterDown", "critical", "up{%(fioSelector)s} == 0 or absent(up{%(fioSelector)s})", "target_down",
               "fioscope exporter down", "fioscope exporter {{ $labels.instance }} cannot be scraped.", "fio"),
         Alert("FioscopeResultScanStalled", "critical",

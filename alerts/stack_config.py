@@ -76,7 +76,7 @@ def alertmanager_config(s: dict) -> dict:
         receiver["webhook_configs"] = [{"url": s["stack"]["alertmanager_webhook"], "send_resolved": True}]
     interval = s["stack"]["evaluation_interval"]
     return {
-        "route": {"receiver": "default", "group_by": ["alertname", "host", "instance", "device", "jobname"],
+        "route": {"receiver": "default", "group_by": ["alertname", "host", "instance", "device", "target", "jobname"],
                   "group_wait": interval, "group_interval": s["stack"]["alertmanager_group_interval"], "repeat_interval": "4h"},
         "receivers": [receiver],
     }

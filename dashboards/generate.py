@@ -213,11 +213,11 @@ def fio_dashboard() -> db.Dashboard:
          .with_panel(stat_panel(f"fdatasync p99 (etcd needs < {fsync * 1000:g} ms)", "s", query(sync_p99, "{{jobname}}", instant=True),
                                 [(None, "green"), (fsync * T["etcd_fsync_warning_ratio"], "orange"), (fsync, "red")], w=8))
          .with_panel(stat_panel("fdatasync verdict", "none",
-                                query(f"max by (jobname) ({sync_p99} > bool {fsync:g})", "{{jobname}}", instant=True),
+                                query(f"max by (host, target, jobname) ({sync_p99} > bool {fsync:g})", "{{host}} {{target}} {{jobname}}", instant=True),
                                 [(None, "green"), (1, "red")], w=4, mappings=value_map({"0": ("PASS", "green"), "1": ("FAIL", "red")})))
          .with_panel(ts("fdatasync p99: last run and across runs", "s", [
              query(sync_p99, "last run {{jobname}}"),
-             query(f'histogram_quantile(0.99, sum by (jobname, le) (rate(fio_latency_seconds_bucket{{{JOB},ddir="sync",stage="lat"}}[{T["fsync_histogram_window"]}])))',
+             query(f'histogram_quantile(0.99, sum by (host, target, jobname, le) (rate(fio_latency_seconds_bucket{{{JOB},ddir="sync",stage="lat"}}[{T["fsync_histogram_window"]}])))',
                    "all runs, {{jobname}}", ref="B")], line=[(fsync, "red")])))
     d = (d.with_row(db.Row("Throughput"))
          .with_panel(ts("IOPS (live while running)", "iops", [query(f"fio_iops{{{JOB}}}", "{{jobname}} {{ddir}}"),
@@ -232,8 +232,8 @@ def fio_dashboard() -> db.Dashboard:
                      .calculate(False).y_axis(heatmap.YAxisConfig().unit("s"))))
     d = (d.with_row(db.Row("History"))
          .with_panel(ts("Runs and failures", "short", [
-             query(f"sum by (jobname) (increase(fio_runs_total{{{JOB}}}[$__rate_interval]))", "runs {{jobname}}"),
-             query(f"sum by (jobname) (increase(fio_run_failures_total{{{JOB}}}[$__rate_interval]))", "failures {{jobname}}", ref="B")]))
+             query(f"sum by (host, target, jobname) (increase(fio_runs_total{{{JOB}}}[$__rate_interval]))", "runs {{host}} {{target}} {{jobname}}"),
+             query(f"sum by (host, target, jobname) (increase(fio_run_failures_total{{{JOB}}}[$__rate_interval]))", "failures {{host}} {{target}} {{jobname}}", ref="B")]))
          .with_panel(table.Panel().title("Last run per job").datasource(DS).height(8).span(12).unit("s")
                      .with_target(query(f"fio_run_info{{{JOB}}}", instant=True, fmt="table"))
                      .with_target(query(f"time() - fio_run_end_timestamp_seconds{{{JOB}}}", instant=True, fmt="table", ref="B"))
@@ -243,18 +243,21 @@ def fio_dashboard() -> db.Dashboard:
 
 # ---------------------------------------------------------------------------- 3. response curve and comparison
 def curve_dashboard() -> db.Dashboard:
-    sweep = 'jobname=~"sweep-qd.*"'
+    sweep = 'host=~"$host",jobname=~"sweep-qd.*"'
+    # the same job on two targets (disks, or a disk before and after a change), on any host
     d = (base(UIDS["curve"], "fioscope / Response curve and comparison", ["fio", "comparison"])
          .with_variable(datasource_var())
-         .with_variable(query_var("baseline", "Baseline job", "label_values(fio_run_info, jobname)", multi=False))
-         .with_variable(query_var("candidate", "Candidate job", "label_values(fio_run_info, jobname)", multi=False)))
-    iops = f"sum by (jobname) (fio_iops{{{sweep},ddir=~\"read|write|trim\"}})"
-    p99 = f'max by (jobname) (fio_run_latency_seconds{{{sweep},stage="clat",quantile="0.99"}})'
+         .with_variable(query_var("host", "Host", "label_values(fio_run_info, host)"))
+         .with_variable(query_var("jobname", "fio job", 'label_values(fio_run_info{host=~"$host"}, jobname)', multi=False))
+         .with_variable(query_var("baseline", "Baseline target", 'label_values(fio_run_info{host=~"$host"}, target)', multi=False))
+         .with_variable(query_var("candidate", "Candidate target", 'label_values(fio_run_info{host=~"$host"}, target)', multi=False)))
+    iops = f"sum by (host, target, jobname) (fio_iops{{{sweep},ddir=~\"read|write|trim\"}})"
+    p99 = f'max by (host, target, jobname) (fio_run_latency_seconds{{{sweep},stage="clat",quantile="0.99"}})'
     d = (d.with_row(db.Row("Response curve (iodepth sweep)"))
          .with_panel(xychart.Panel().title("IOPS against p99 latency per queue depth").datasource(DS).height(10).span(16).unit("s")
                      .description("The hockey stick: where latency starts to climb is the usable maximum. Run the iodepth-sweep profile.")
-                     .with_target(query(iops, "{{jobname}}", instant=True, fmt="table"))
-                     .with_target(query(p99, "{{jobname}}", ref="B", instant=True, fmt="table"))
+                     .with_target(query(iops, "{{target}} {{jobname}}", instant=True, fmt="table"))
+                     .with_target(query(p99, "{{target}} {{jobname}}", ref="B", instant=True, fmt="table"))
                      .with_transformation(dm.DataTransformerConfig(id_val="joinByField", options={"byField": "jobname", "mode": "inner"})))
          .with_panel(stat_panel("Usable maximum: 70 % of the curve's peak IOPS", "iops", query(f"0.7 * max({iops})", instant=True),
                                 [(None, "blue")], w=8, h=10)))
@@ -263,11 +266,12 @@ def curve_dashboard() -> db.Dashboard:
                      .with_target(query(iops, instant=True, fmt="table"))
                      .with_target(query(p99, ref="B", instant=True, fmt="table"))
                      .with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))))
+    one = 'host=~"$host",jobname="$jobname",target="%s"'
     compare = [
-        ("IOPS", "sum(fio_iops{jobname=\"%s\",ddir=~\"read|write|trim\"})"),
-        ("Bandwidth", "sum(fio_bandwidth_bytes_per_second{jobname=\"%s\"})"),
-        ("clat p99", "max(fio_run_latency_seconds{jobname=\"%s\",stage=\"clat\",quantile=\"0.99\"})"),
-        ("fdatasync p99", "max(fio_run_latency_seconds{jobname=\"%s\",ddir=\"sync\",quantile=\"0.99\"})"),
+        ("IOPS", "sum(fio_iops{%s,ddir=~\"read|write|trim\"})" % one),
+        ("Bandwidth", "sum(fio_bandwidth_bytes_per_second{%s})" % one),
+        ("clat p99", "max(fio_run_latency_seconds{%s,stage=\"clat\",quantile=\"0.99\"})" % one),
+        ("fdatasync p99", "max(fio_run_latency_seconds{%s,ddir=\"sync\",quantile=\"0.99\"})" % one),
     ]
     for name, expr in compare:
         d = d.with_panel(stat_panel(f"{name}: candidate vs baseline", "percentunit",

@@ -290,7 +290,7 @@ def test_prometheus_rule_passes_promtool_check_and_the_project_rule_tests(render
         if text != original:
             (rules / "tests" / test.name).write_text(text)
     tests = sorted(map(str, (rules / "tests").glob("*.yaml")))
-    assert {Path(t).name for t in tests} >= {"disk.test.yaml", "recording.test.yaml", "throttle.test.yaml", "fsync.test.yaml"}
+    assert {Path(t).name for t in tests} >= {"disk.test.yaml", "recording.test.yaml", "detection.test.yaml", "fsync.test.yaml"}
     proc = subprocess.run([promtool, "test", "rules", *tests], capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
 
