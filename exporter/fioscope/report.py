@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .config import Limits
 from .model import JobResult, Latency
 from .promised import promised_iops, write_share
-from .config import Limits
 
 # delivered IOPS below this share of what was asked for (or promised) fails an SLA check
 DELIVERY_PASS_RATIO = 0.9
