@@ -3,7 +3,7 @@ PYTHON ?= python3
 FIOSCOPE_TARGET_DIR ?= /var/tmp/fioscope-target
 export FIOSCOPE_TARGET_DIR
 
-.PHONY: up up-native setup test e2e bench bench-fleet generate check-generated secret add-host
+.PHONY: up up-native setup test e2e lint bench bench-fleet generate check-generated secret add-host
 
 # docker compose where a Docker engine runs, the native stack otherwise
 up: setup
@@ -25,6 +25,11 @@ test: setup
 
 e2e: setup
 	$(PYTHON) -m pytest -m e2e -s
+
+# static checks of the exporter package (settings in exporter/pyproject.toml)
+lint:
+	$(PYTHON) -m ruff check --config exporter/pyproject.toml exporter/
+	$(PYTHON) -m mypy --config-file exporter/pyproject.toml exporter/fioscope
 
 bench: setup
 	$(PYTHON) bench/bench_exporter.py

@@ -283,7 +283,8 @@ def _check_names(names: list[str], directories: list[Path], root: Path, where: s
 def _check_path(path: Path, root: Path, where: str, target: Target) -> None:
     resolved = path.resolve()  # symlinks followed: what fio opens
     if resolved != root and root not in resolved.parents:
-        raise UnsafeJobError(f"{where}: outside the target directory {root} (opens {resolved}; target {target.name!r} is not marked destructive)")
+        raise UnsafeJobError(f"{where}: outside the target directory {root} "
+                             f"(opens {resolved}; target {target.name!r} is not marked destructive)")
     try:
         info = os.stat(resolved)
     except OSError:

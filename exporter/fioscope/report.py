@@ -44,7 +44,8 @@ def job_verdicts(job: JobResult, limits: Limits, sla_seconds: float, fsync_thres
     if sync is not None:
         value = p99(sync.latencies.get("lat"))
         ok = value is not None and value <= fsync_threshold
-        verdicts.append(Verdict(ok, f"fdatasync p99 {_fmt_ms(value)} (etcd needs < {_fmt_ms(fsync_threshold)}): {'pass' if ok else 'FAIL'}"))
+        verdict = "pass" if ok else "FAIL"
+        verdicts.append(Verdict(ok, f"fdatasync p99 {_fmt_ms(value)} (etcd needs < {_fmt_ms(fsync_threshold)}): {verdict}"))
     worst = max((p99(d.latencies.get("clat")) or 0.0 for k, d in job.directions.items() if k != "sync"), default=0.0)
     promised = promised_iops(limits, job.options)
     if promised or sla_seconds:
@@ -67,8 +68,9 @@ def summary_lines(job: JobResult) -> list[str]:
     lines = [f"{job.jobname}: {job.runtime_seconds:.1f} s" + (f", fio error {job.error}" if job.error else "")]
     for ddir, d in sorted(job.directions.items()):
         if ddir == "sync":
-            lat = d.latencies.get("lat")
-            lines.append(f"  sync : {d.total_ios} calls, p50 {_fmt_ms(lat.percentiles.get('0.5'))}, p99 {_fmt_ms(p99(lat))}, p99.9 {_fmt_ms(lat.percentiles.get('0.999'))}")
+            quantiles = lat.percentiles if (lat := d.latencies.get("lat")) else {}
+            lines.append(f"  sync : {d.total_ios} calls, p50 {_fmt_ms(quantiles.get('0.5'))}, p99 {_fmt_ms(quantiles.get('0.99'))},"
+                         f" p99.9 {_fmt_ms(quantiles.get('0.999'))}")
             continue
         clat = d.latencies.get("clat")
         lines.append(

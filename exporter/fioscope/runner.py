@@ -127,7 +127,8 @@ class Runner:
         outcome.result = parse_document(stream.last_document, str(jobfile.path))
         failed_jobs = [j.jobname for j in outcome.result.jobs if j.error]
         if rc != 0 or failed_jobs:
-            outcome.message = f"fio exited {rc}" + (f", job error in {', '.join(failed_jobs)}" if failed_jobs else "") + (f": {errors}" if errors else "")
+            outcome.message = (f"fio exited {rc}" + (f", job error in {', '.join(failed_jobs)}" if failed_jobs else "")
+                               + (f": {errors}" if errors else ""))
             # a killed fio leaves its last status report: published, but counted as a failed run
             outcome.annotation = replace(outcome.annotation, failed=outcome.message)
         else:

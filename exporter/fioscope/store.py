@@ -292,7 +292,8 @@ class Store:
                 state.version += 1
 
     # ---- for the collector -------------------------------------------------------------
-    def snapshot(self, unchanged: dict[JobKey, int] | None = None) -> tuple[dict[JobKey, JobState], dict[JobKey, dict[HistKey, HistogramState]]]:
+    def snapshot(self, unchanged: dict[JobKey, int] | None = None
+                 ) -> tuple[dict[JobKey, JobState], dict[JobKey, dict[HistKey, HistogramState]]]:
         """Copies taken under the lock, so a scrape never sees half an update.
 
         Histograms are copied only for jobs whose version differs from ``unchanged``.

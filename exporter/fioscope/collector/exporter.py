@@ -53,11 +53,19 @@ class ExporterCollector:
         build = GaugeMetricFamily("fioscope_build_info", "fioscope version.", labels=["version"])
         build.add_metric([__version__], 1)
         yield build
-        yield CounterMetricFamily("fioscope_result_parse_errors", "Result files rejected (not fio JSON, invalid values, truncated, special file, too large).", value=health["parse_errors"])
-        yield GaugeMetricFamily("fioscope_result_files", "Result files published from the results directory.", value=health["result_files"])
-        yield GaugeMetricFamily("fioscope_last_scan_timestamp_seconds", "Unix time of the last results-directory scan.", value=health["last_scan"])
-        interval = self.scan_loop.interval_seconds if self.scan_loop is not None else effective_interval(self.store.config.scan_interval_seconds)
-        yield GaugeMetricFamily("fioscope_scan_interval_seconds", "Interval between results-directory scans (as the scan loop uses it).", value=interval)
+        yield CounterMetricFamily("fioscope_result_parse_errors",
+                                  "Result files rejected (not fio JSON, invalid values, truncated, special file, too large).",
+                                  value=health["parse_errors"])
+        yield GaugeMetricFamily("fioscope_result_files", "Result files published from the results directory.",
+                                value=health["result_files"])
+        yield GaugeMetricFamily("fioscope_last_scan_timestamp_seconds", "Unix time of the last results-directory scan.",
+                                value=health["last_scan"])
+        interval = (self.scan_loop.interval_seconds if self.scan_loop is not None
+                    else effective_interval(self.store.config.scan_interval_seconds))
+        yield GaugeMetricFamily("fioscope_scan_interval_seconds", "Interval between results-directory scans (as the scan loop uses it).",
+                                value=interval)
         if self.scheduler is not None:
-            yield GaugeMetricFamily("fioscope_scheduler_running", "1 while the schedule thread lives.", value=1 if self.scheduler.is_alive() else 0)
-        yield GaugeMetricFamily("fioscope_scrape_duration_seconds", "Time the previous /metrics render took.", value=self.timer.last_seconds)
+            yield GaugeMetricFamily("fioscope_scheduler_running", "1 while the schedule thread lives.",
+                                    value=1 if self.scheduler.is_alive() else 0)
+        yield GaugeMetricFamily("fioscope_scrape_duration_seconds", "Time the previous /metrics render took.",
+                                value=self.timer.last_seconds)

@@ -58,11 +58,15 @@ _INFO_LABELS = [*_ID, "rw", "bs", "iodepth", "numjobs", "ioengine", "fio_version
 
 # (name, type, help, labels): the order of families in the exposition
 FAMILIES = [
-    ("fio_iops", "gauge", "I/O operations per second of the last finished run, or over the last status interval while the job runs.", [*_ID, "ddir"]),
-    ("fio_bandwidth_bytes_per_second", "gauge", "Bandwidth of the last finished run, or over the last status interval while the job runs.", [*_ID, "ddir"]),
+    ("fio_iops", "gauge",
+     "I/O operations per second of the last finished run, or over the last status interval while the job runs.", [*_ID, "ddir"]),
+    ("fio_bandwidth_bytes_per_second", "gauge",
+     "Bandwidth of the last finished run, or over the last status interval while the job runs.", [*_ID, "ddir"]),
     ("fio_run_io_bytes", "gauge", "Bytes transferred by the last (or running) run.", [*_ID, "ddir"]),
-    ("fio_run_latency_seconds", "summary", "fio's own latency percentiles of the last (or running) run; _count is fio's N, _sum is mean x N.", [*_ID, "ddir", "stage"]),
-    ("fio_latency_seconds", "histogram", "Latency of every I/O of every run since the results were first published (from fio json+ bins).", [*_ID, "ddir", "stage"]),
+    ("fio_run_latency_seconds", "summary",
+     "fio's own latency percentiles of the last (or running) run; _count is fio's N, _sum is mean x N.", [*_ID, "ddir", "stage"]),
+    ("fio_latency_seconds", "histogram",
+     "Latency of every I/O of every run since the results were first published (from fio json+ bins).", [*_ID, "ddir", "stage"]),
     ("fio_run_running", "gauge", "1 while fio runs this job.", _ID),
     ("fio_run_start_timestamp_seconds", "gauge", "Unix time the last (or running) run started.", _ID),
     ("fio_run_end_timestamp_seconds", "gauge", "Unix time the last run ended.", _ID),

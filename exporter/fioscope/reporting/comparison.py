@@ -38,7 +38,7 @@ def delta(base: Point, cand: Point, attr: str, spread: str) -> tuple[float, bool
 
 def conclusion(rows: list[tuple[int, dict[str, tuple[float, bool]]]]) -> str:
     parts = []
-    for attr, _, label, higher_better in METRICS:
+    for attr, _, label, _higher_better in METRICS:
         sig = [(depth, d[attr][0]) for depth, d in rows if d[attr][1]]
         if not sig:
             continue
@@ -79,7 +79,7 @@ def comparison_report(baseline: list[Sample], candidate: list[Sample], names: tu
             deltas = {attr: delta(b, c, attr, spread) for attr, spread, _, _ in METRICS}
             rows.append((depth, deltas))
             cells = [str(depth)]
-            for attr, _, label, _ in METRICS:
+            for attr, _, _label, _ in METRICS:
                 cells += [_fmt(attr, getattr(b, attr)), _fmt(attr, getattr(c, attr)), f"{deltas[attr][0] * 100:+.1f} %"]
                 if deltas[attr][1]:
                     table.marked.add((len(table.rows), len(cells) - 1))

@@ -38,7 +38,8 @@ DISK_CHARTS = [
                                             ("%wrqm", "fioscope:disk_write_merges_ratio")]),
     ("iops", "IOPS", "IO/s", False, [("r/s", "fioscope:disk_read_iops"), ("w/s", "fioscope:disk_write_iops"),
                                      ("d/s", "fioscope:disk_discard_iops"), ("f/s", "fioscope:disk_flush_iops"),
-                                     ("rrqm/s", "fioscope:disk_read_merges_per_second"), ("wrqm/s", "fioscope:disk_write_merges_per_second")]),
+                                     ("rrqm/s", "fioscope:disk_read_merges_per_second"),
+                                     ("wrqm/s", "fioscope:disk_write_merges_per_second")]),
     ("await", "await", "s", False, [("r_await", "fioscope:disk_read_await_seconds"), ("w_await", "fioscope:disk_write_await_seconds"),
                                     ("d_await", "fioscope:disk_discard_await_seconds"), ("f_await", "fioscope:disk_flush_await_seconds")]),
     ("reqsz", "request size", "B", False, [("rareq-sz", "fioscope:disk_read_request_size_bytes"),
@@ -133,7 +134,8 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
     if not disks:
         where = " on host " + host if host else ""
         raise ReportError(f"no disk data in the window {fmt_time(start)} – {fmt_time(end)} UTC{where}"
-                          f"{' for device ' + ','.join(devices) if devices else ''} (is node_exporter scraped and are the fioscope rules loaded?)")
+                          f"{' for device ' + ','.join(devices) if devices else ''}"
+                          " (is node_exporter scraped and are the fioscope rules loaded?)")
     fired = firings(step) if firings else firings_from_alerts(prom, start, end, step, host_m)
     runs = fio_windows(prom, start, end, step, host_m)
     names = device_names(prom, end, host_m)
@@ -224,7 +226,8 @@ def fio_windows(prom: Prometheus, start: float, end: float, step: float, host_m:
 
 def device_names(prom: Prometheus, at: float, host_m: str) -> dict[str, str]:
     """Human names (LVM, md) from fioscope_disk_info, where the exporter publishes it."""
-    return {s.labels["device"]: s.labels.get("name", "") for s in prom.instant(f'last_over_time(fioscope_disk_info{{{host_m.lstrip(",")}}}[1h])', at)
+    query = f'last_over_time(fioscope_disk_info{{{host_m.lstrip(",")}}}[1h])'
+    return {s.labels["device"]: s.labels.get("name", "") for s in prom.instant(query, at)
             if s.labels.get("device") and s.labels.get("name") not in ("", s.labels.get("device"))}
 
 

@@ -232,7 +232,8 @@ def load_fio_runs(directory: str | None) -> list[FioRun]:
         for j in jobs:
             p99 = (j.get("sync", {}).get("lat_ns", {}).get("percentile", {}) or {}).get("99.000000")
             clat = {d: float(j[d]["clat_ns"]["percentile"]["99.000000"]) / 1e9 for d in ("read", "write", "trim")
-                    if isinstance(j.get(d), dict) and j[d].get("total_ios") and "99.000000" in (j[d].get("clat_ns", {}).get("percentile") or {})}
+                    if isinstance(j.get(d), dict) and j[d].get("total_ios")
+                    and "99.000000" in (j[d].get("clat_ns", {}).get("percentile") or {})}
             runs.append(FioRun(str(j.get("jobname", "")), str(note.get("target", "")), str(note.get("device", "")),
                                end - total, end, float(p99) / 1e9 if p99 else None, note.get("limits") or {},
                                clat, float(note.get("sla_latency_seconds") or 0)))
@@ -249,7 +250,8 @@ def fio_series(runs: list[FioRun], host: str, start: float, end: float) -> dict[
         running += [(t, 1.0 if run.start <= t <= run.end else 0.0) for t in times]
         after = [t for t in times if t >= run.end]
         for ddir, p99 in run.clat_p99.items():
-            out.setdefault("fio_run_latency_seconds", {})[_labels(**base, ddir=ddir, stage="clat", quantile="0.99")] = [(t, p99) for t in after]
+            clat_series = _labels(**base, ddir=ddir, stage="clat", quantile="0.99")
+            out.setdefault("fio_run_latency_seconds", {})[clat_series] = [(t, p99) for t in after]
         if run.sla_seconds:
             out.setdefault("fio_sla_latency_seconds", {})[_labels(**base)] = [(t, run.sla_seconds) for t in after]
         if run.fsync_p99 is not None:
@@ -359,7 +361,8 @@ def rule_levels(groups: list[dict]) -> list[list[dict]]:
     return out
 
 
-def evaluate_recording(prom: Prometheus, rule: dict, start: float, end: float, step: float) -> dict[str, dict[str, list[tuple[float, float]]]]:
+def evaluate_recording(prom: Prometheus, rule: dict, start: float, end: float,
+                       step: float) -> dict[str, dict[str, list[tuple[float, float]]]]:
     """A recording rule's output over the window, as the rule manager would have recorded it."""
     out: dict[str, list[tuple[float, float]]] = {}
     for series in prom.range(rule["expr"], start, end, step):
