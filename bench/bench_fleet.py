@@ -34,9 +34,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests"), str(REPO / "stack"), str(REPO / "exporter")]
-from fioscope.settings import seconds
-from fleet_helpers import Prometheus, free_port, wait_for
-from hosts import host_groups
+from fioscope.settings import seconds  # noqa: E402
+from fleet_helpers import Prometheus, free_port, wait_for  # noqa: E402
+from hosts import host_groups  # noqa: E402
 
 FIO_RESULTS = [REPO / "tests" / "fixtures" / "fio-outputs" / "fio-3.33" / name for name in ("etcd.json+", "randrw.json")]
 DEVICES = ("vda", "vdb", "md0", "dm-0")
@@ -178,7 +178,8 @@ def main() -> int:
             print(f"\n== {hosts} hosts x {len(DEVICES)} devices (scrape/evaluation every {args.interval})", flush=True)
             r = measure(fleet, hosts, args.interval, args.cycles, Path(tmp) / str(hosts))
             rows.append(r)
-            print(f"series per host: node {r['node_per_host']:.0f}, fioscope {r['fioscope_per_host']:.0f}, recorded {r['recorded_per_host']:.0f};"
+            print(f"series per host: node {r['node_per_host']:.0f}, fioscope {r['fioscope_per_host']:.0f}, "
+                  f"recorded {r['recorded_per_host']:.0f};"
                   f" head series {r['head_series']:.0f}; Prometheus RSS {r['rss_mib']:.0f} MiB")
             for name, (mean, worst, n) in sorted(r["groups"].items()):
                 print(f"  group {name:<28} evaluation mean {mean * 1000:8.1f} ms  max {worst * 1000:8.1f} ms  ({n} cycles)")

@@ -21,8 +21,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "exporter"), str(REPO / "alerts")]
-from fioscope.settings import SettingsError, load_settings
-from stack_config import JOB_LABEL
+from fioscope.settings import SettingsError, load_settings  # noqa: E402
+from stack_config import JOB_LABEL  # noqa: E402
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):\d{1,5}$")

@@ -20,10 +20,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "stack"), str(REPO / "tests")]
-from conftest import free_port, wait_for
-from fioscope.settings import load_settings
-from native import _generator
-from stack_helpers import PromClient
+from conftest import free_port, wait_for  # noqa: E402
+from fioscope.settings import load_settings  # noqa: E402
+from native import _generator  # noqa: E402
+from stack_helpers import PromClient  # noqa: E402
 
 __all__ = ["NodeExporter", "Prometheus", "free_port", "lab_lock", "wait_for"]
 

@@ -74,14 +74,17 @@ def test_two_hosts_one_prometheus_alert_names_the_capped_host_and_device(tmp_pat
             add_host(hosts, "fleet-b", node_b, exporter_b)
             wait_for(lambda: prom.client.value('sum(up{host="fleet-b",job=~"node|fioscope"})') == 2, 10, what="fleet-b up")
             appeared = time.time() - added
-            print(f"\n[fleet] host added while Prometheus runs: scraped after {appeared:.1f} s (discovery update 5 s + scrape interval 1 s)")
+            print(f"\n[fleet] host added while Prometheus runs: scraped after {appeared:.1f} s "
+                  "(discovery update 5 s + scrape interval 1 s)")
             assert appeared <= 5 + 1 + 1
 
             # each host's node series show only its own disk
-            devices = {(r["metric"]["host"], r["metric"]["device"]) for r in prom.client.query('node_disk_io_time_seconds_total{job="node"}')}
+            seen = prom.client.query('node_disk_io_time_seconds_total{job="node"}')
+            devices = {(r["metric"]["host"], r["metric"]["device"]) for r in seen}
             assert devices == {("fleet-a", made["fleet-a"].device_name), ("fleet-b", made["fleet-b"].device_name)}
 
-            wait_for(lambda: prom.client.value('count(fio_run_running{jobname="cloud-sla-70-30"} == 1)') == 2, 60, what="both loads running")
+            wait_for(lambda: prom.client.value('count(fio_run_running{jobname="cloud-sla-70-30"} == 1)') == 2, 60,
+                     what="both loads running")
             start = time.time()
             capped = ("fleet-a", made["fleet-a"].device_name)
 
