@@ -289,6 +289,11 @@ def test_fast_render_equals_client_python_encoder(tmp_path):
     assert exposition.fio.render() == exposition.fio.render()  # cached path
 
 
+def descendants(pid: int) -> list[int]:
+    children = [int(c) for c in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()]
+    return children + [d for c in children for d in descendants(c)]
+
+
 def test_killed_fio_is_a_failed_run(tmp_path, exporter_factory):
     require("fio")
     config, _ = write_config(tmp_path, """
@@ -298,7 +303,8 @@ def test_killed_fio_is_a_failed_run(tmp_path, exporter_factory):
 """)
     exp = exporter_factory(config=config)
     wait_for(lambda: sample(exp.metrics(), "fio_iops", jobname="cloud-sla-70-30", ddir="read") > 0, 20, what="live figures")
-    fio_pids = subprocess.run(["pgrep", "-f", "fio .*cloud-sla-70-30.fio"], capture_output=True, text=True).stdout.split()
+    # this exporter's fio and its job processes only: other fio runs on the machine are not ours to kill
+    fio_pids = descendants(exp.proc.pid)
     assert fio_pids
     for pid in fio_pids:
         os.kill(int(pid), 9)
