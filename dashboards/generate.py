@@ -266,7 +266,7 @@ def curve_dashboard() -> db.Dashboard:
                      .with_target(query(iops, instant=True, fmt="table"))
                      .with_target(query(p99, ref="B", instant=True, fmt="table"))
                      .with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))))
-    one = 'host=~"$host",jobname="$jobname",target="%s"'
+    one = 'host=~"$host",jobname=~"$jobname",target="%s"'
     compare = [
         ("IOPS", "sum(fio_iops{%s,ddir=~\"read|write|trim\"})" % one),
         ("Bandwidth", "sum(fio_bandwidth_bytes_per_second{%s})" % one),

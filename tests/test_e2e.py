@@ -251,8 +251,8 @@ def test_every_dashboard_query_returns_data_during_a_run(tmp_path):
         wait_for(lambda: prom.value('fio_runs_total{jobname="etcd-wal"}') == 1 and prom.value('fio_run_running{jobname="cloud-sla-70-30"}') == 1,
                  240, interval=1, what="sweep, light run and etcd-wal done; overload running")
         wait_for(lambda: webhook.first("FioscopeDiskThrottledUnderFioLoad"), 120, interval=1, what="throttling alert (for the alerts panel)")
-        values = {"datasource": "", "instance": ".*", "device": device, "jobname": ".*", "baseline": "etcd-wal",
-                  "candidate": "etcd-wal", "__rate_interval": "1m"}
+        values = {"datasource": "", "host": ".*", "instance": ".*", "device": device, "jobname": ".*", "baseline": "capped",
+                  "candidate": "capped", "__rate_interval": "1m"}
         empty, queries = [], dashboard_queries()
         for dashboard, title, expr in queries:
             result = prom.query(substitute(expr, values))
