@@ -101,15 +101,13 @@ def _values_in(series: Series | None, windows: Iterable[tuple[float, float]]) ->
 
 
 def sla_seconds(device: str) -> float | None:
-    """The await SLA the rules were generated with (alerts/config.yaml)."""
+    """The await SLA the rules were generated with (alerts/config.yaml, through fioscope.settings)."""
+    from ..settings import SettingsError, load_settings
+
     try:
-        import yaml
-
-        from ..resources import alerts_config_path
-
-        thresholds = (yaml.safe_load(alerts_config_path().read_text()) or {}).get("thresholds", {})
+        thresholds = load_settings()["thresholds"]
         return float((thresholds.get("disk_latency_sla_per_device") or {}).get(device, thresholds["disk_latency_sla_seconds"]))
-    except (OSError, KeyError, TypeError, ValueError, ImportError):
+    except (SettingsError, KeyError, TypeError, ValueError):
         return None
 
 

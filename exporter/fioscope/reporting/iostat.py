@@ -51,12 +51,12 @@ from pathlib import Path
 import yaml
 
 from ..parser import split_documents
+from ..settings import load_settings, seconds
 from . import ReportError
 from .diagnosis import Firing, diagnosis_report, spans
 from .prometheus import Prometheus
 
 MAX_SAMPLE_GAP = 5.0
-EVAL_INTERVAL = 15.0  # alerts/config.yaml stack.evaluation_interval
 RULES_DIR = Path(__file__).resolve().parent / "rules"
 _LOCALE_FORMATS = ("%m/%d/%y %H:%M:%S", "%m/%d/%Y %H:%M:%S", "%m/%d/%y %I:%M:%S %p", "%m/%d/%Y %I:%M:%S %p")
 
@@ -404,6 +404,8 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
     runs = [r for r in load_fio_runs(results) if r.end >= start and r.start <= end]
     hosts = sorted({c.host for c in captures})
     recording, alerting = _load_rules("recording.rules.yaml"), _load_rules("alerts.rules.yaml")
+    # the rules are evaluated on the grid the stack evaluates them on
+    eval_interval = seconds(load_settings()["stack"]["evaluation_interval"])
     with tempfile.TemporaryDirectory(prefix="fioscope-report-") as tmp:
         work = Path(tmp)
         data = work / "data"
@@ -418,7 +420,7 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
             grid_start = start - 60
             for i, rules in enumerate(rule_levels(recording)):
                 recorded = work / f"level{i}.om"
-                write_openmetrics(recorded, [evaluate_recording(prom, rule, grid_start, end, EVAL_INTERVAL) for rule in rules])
+                write_openmetrics(recorded, [evaluate_recording(prom, rule, grid_start, end, eval_interval) for rule in rules])
                 blocks = work / f"blocks{i}"
                 _run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(recorded), str(blocks)],
                      f"backfilling recording rules (level {i})")
@@ -431,7 +433,7 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
             source = ", ".join(paths) + (f" + fio results {results}" if results else "")
             report = diagnosis_report(prom, start, end, None, devices,
                                       firings=lambda step: evaluate_alerts(prom, alerting, start, end, step),
-                                      source=f"offline from {source}", declared=declared, min_step=EVAL_INTERVAL)
+                                      source=f"offline from {source}", declared=declared, min_step=eval_interval)
         finally:
             prom_server.stop()
     report.summary.insert(0, f"Offline: {sum(len(c.samples) for c in captures)} iostat samples from host(s) {', '.join(hosts)}; "
