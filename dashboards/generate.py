@@ -116,10 +116,11 @@ def ceiling_panel() -> table.Panel:
     """The inferred ceiling (fioscope:disk_ceiling): which rate the device is pinned at, and at what level."""
     return (table.Panel().title("Inferred ceiling").datasource(DS).height(5).span(12).unit("short")
             .description("Rates that sit flat while the device is saturated and slow, as the throttling alerts name them "
-                         "(long window); empty while no ceiling binds. Bytes per second for the throughput rows.")
-            .with_target(query(f'fioscope:disk_ceiling{{window="long",{DISK}}}', instant=True, fmt="table"))
+                         "(window: fio = while a fio job loads the device, long = any workload); empty while no ceiling binds. "
+                         "Bytes per second for the throughput rows.")
+            .with_target(query(f'fioscope:disk_ceiling{{{DISK}}}', instant=True, fmt="table"))
             .with_transformation(dm.DataTransformerConfig(id_val="organize", options={
-                "excludeByName": {"Time": True, "__name__": True, "job": True, "window": True},
+                "excludeByName": {"Time": True, "__name__": True, "job": True},
                 "renameByName": {"Value": "flat at"}})))
 
 

@@ -32,7 +32,7 @@ E2E_SETTINGS = [
     "thresholds.throttle.fio_window=20s", "thresholds.throttle.window=60s",
     "durations.throttled_fio=10s", "durations.throttled=20s",
     "durations.fsync=0s", "durations.etcd_fsync=10s", "thresholds.etcd_window=30s",
-    "stack.alertmanager_group_interval=5s",
+    "stack.alertmanager_group_interval=5s", "thresholds.throttle.baseline_interval=20s",
 ]
 THROTTLE = ("FioscopeDiskThrottledUnderFioLoad", "FioscopeDiskThrottled")
 SUITE_START = time.time()
@@ -239,9 +239,9 @@ def test_every_dashboard_query_returns_data_during_a_run(tmp_path):
     disks = {"capped": {"kind": "throttled", "limits": {"read_iops": 700, "write_iops": 300, "independent": True}}}
     schedule = [
         {"job": "iodepth-sweep", "target": "capped", "start_delay": "1s", "env": {"RUNTIME": "2", "SIZE": "32m"}},
-        # light load first: the device's normal await (the baseline) exists
+        # light load first, a minute: the device's normal await (the baseline, 20 s averages here) exists
         {"job": "cloud-sla-70-30", "target": "capped", "start_delay": "2s",
-         "env": {"RUNTIME": "25", "SIZE": "64m", "READ_IOPS": "20", "WRITE_IOPS": "10"}},
+         "env": {"RUNTIME": "60", "SIZE": "64m", "READ_IOPS": "20", "WRITE_IOPS": "10"}},
         {"job": "etcd-wal", "target": "capped", "start_delay": "3s", "env": {"SIZE": "1m"}},
         {"job": "cloud-sla-70-30", "target": "capped", "start_delay": "4s",
          "env": {"RUNTIME": "150", "SIZE": "256m", "READ_IOPS": "2100", "WRITE_IOPS": "900"}},
