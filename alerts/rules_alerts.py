@@ -4,7 +4,7 @@ Templates take their thresholds, windows and selectors from alerts/config.yaml (
 from __future__ import annotations
 
 from mixin import Alert, fmt, params
-from rules_recording import slow
+from rules_recording import FSYNC_BUCKETS, slow
 
 
 def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> str:
@@ -15,8 +15,7 @@ def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> s
 
 
 FSYNC_RUN = 'fio_run_latency_seconds{%(fioSelector)s,ddir="sync",stage="lat",quantile="0.99"}'
-FSYNC_HIST = ('histogram_quantile(0.99, sum by (%(fioResult)s, le) '
-              '(rate(fio_latency_seconds_bucket{%(fioSelector)s,ddir="sync",stage="lat"}[%(fsyncHistogramWindow)s])))')
+FSYNC_HIST = f"histogram_quantile(0.99, {FSYNC_BUCKETS})"
 ON = "on (instance, job, device)"
 
 
