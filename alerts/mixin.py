@@ -30,6 +30,7 @@ def params(s: dict) -> dict[str, str]:
         "fioResult": "host, instance, job, target, device, jobname, hostname",
         "rateWindow": st["rate_window"],
         "fsyncHistogramWindow": t["fsync_histogram_window"],
+        "fsyncHistogramInterval": t["fsync_histogram_interval"],
         "etcdWindow": t["etcd_window"],
         "writeCliffWindow": t["write_cliff_window"],
         "baselineWindow": thr["baseline_window"],

@@ -4,7 +4,7 @@ Templates take their thresholds, windows and selectors from alerts/config.yaml (
 from __future__ import annotations
 
 from mixin import Alert, fmt, params
-from rules_recording import slow
+from rules_recording import FSYNC_P99, slow
 
 
 def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> str:
@@ -15,8 +15,6 @@ def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> s
 
 
 FSYNC_RUN = 'fio_run_latency_seconds{%(fioSelector)s,ddir="sync",stage="lat",quantile="0.99"}'
-FSYNC_HIST = ('histogram_quantile(0.99, sum by (%(fioResult)s, le) '
-              '(rate(fio_latency_seconds_bucket{%(fioSelector)s,ddir="sync",stage="lat"}[%(fsyncHistogramWindow)s])))')
 ON = "on (instance, job, device)"
 
 
@@ -74,7 +72,7 @@ def alerts(s: dict) -> list[Alert]:
               "fsync", f"fio fdatasync p99 close to etcd's {fsync_ms} line",
               "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: fdatasync p99 {{ $value | humanizeDuration }} in the last run, "
               f"within {100 - 100 * t['etcd_fsync_warning_ratio']:g} %% of etcd's {fsync_ms} line.", "fio"),
-        Alert("FioscopeFsyncHistogramTooSlowForEtcd", "critical", FSYNC_HIST + " > %(etcd_fsync_p99_seconds)s", "fsync",
+        Alert("FioscopeFsyncHistogramTooSlowForEtcd", "critical", FSYNC_P99 + " > %(etcd_fsync_p99_seconds)s", "fsync",
               f"fdatasync p99 across fio runs above etcd's {fsync_ms} line",
               "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: fdatasync p99 over the last %(fsyncHistogramWindow)s of runs is "
               "{{ $value | humanizeDuration }}; " + f"etcd needs below {fsync_ms}.", "fio"),

@@ -15,26 +15,36 @@ def _per_request(numerator: str, count: str) -> str:
     return f"{numerator} / clamp_min({count}, 1e-9)"
 
 
-R, W, D, F = (_rate(f"node_disk_{m}") for m in ("reads_completed_total", "writes_completed_total",
-                                                 "discards_completed_total", "flush_requests_total"))
-RRQM, WRQM = _rate("node_disk_reads_merged_total"), _rate("node_disk_writes_merged_total")
-RB, WB = _rate("node_disk_read_bytes_total"), _rate("node_disk_written_bytes_total")
+# One rule per counter, recorded first; every column, helper and ceiling below derives from these
+# recorded series (a group runs its rules in order, so they are this cycle's values): each counter's
+# rate is computed once per cycle, not once per column that uses it (the cost of a fleet).
+R, W, D, F = "fioscope:disk_read_iops", "fioscope:disk_write_iops", "fioscope:disk_discard_iops", "fioscope:disk_flush_iops"
+RB, WB = "fioscope:disk_read_bytes_per_second", "fioscope:disk_write_bytes_per_second"
+RRQM, WRQM = "fioscope:disk_read_merges_per_second", "fioscope:disk_write_merges_per_second"
+R_TIME, W_TIME, D_TIME = (f"fioscope:disk_{d}_time_seconds:rate" for d in ("read", "write", "discard"))
 
-DISK = [
-    Record("fioscope:disk_read_iops", R, "r/s"),
-    Record("fioscope:disk_write_iops", W, "w/s"),
-    Record("fioscope:disk_discard_iops", D, "d/s"),
-    Record("fioscope:disk_flush_iops", F, "f/s"),
-    Record("fioscope:disk_read_bytes_per_second", RB, "rkB/s x 1024"),
-    Record("fioscope:disk_write_bytes_per_second", WB, "wkB/s x 1024"),
+COUNTER_RATES = [
+    Record(R, _rate("node_disk_reads_completed_total"), "r/s"),
+    Record(W, _rate("node_disk_writes_completed_total"), "w/s"),
+    Record(D, _rate("node_disk_discards_completed_total"), "d/s"),
+    Record(F, _rate("node_disk_flush_requests_total"), "f/s"),
+    Record(RB, _rate("node_disk_read_bytes_total"), "rkB/s x 1024"),
+    Record(WB, _rate("node_disk_written_bytes_total"), "wkB/s x 1024"),
+    Record(RRQM, _rate("node_disk_reads_merged_total"), "rrqm/s"),
+    Record(WRQM, _rate("node_disk_writes_merged_total"), "wrqm/s"),
+    # time spent on requests per second: the await columns and fioscope:disk_await_seconds divide these
+    Record(R_TIME, _rate("node_disk_read_time_seconds_total")),
+    Record(W_TIME, _rate("node_disk_write_time_seconds_total")),
+    Record(D_TIME, _rate("node_disk_discard_time_seconds_total")),
+]
+
+DISK = COUNTER_RATES + [
     Record("fioscope:disk_discard_bytes_per_second", _rate("node_disk_discarded_sectors_total") + " * 512", "dkB/s x 1024"),
-    Record("fioscope:disk_read_merges_per_second", RRQM, "rrqm/s"),
-    Record("fioscope:disk_write_merges_per_second", WRQM, "wrqm/s"),
     Record("fioscope:disk_read_merges_ratio", _per_request(RRQM, f"({RRQM} + {R})"), "%rrqm / 100"),
     Record("fioscope:disk_write_merges_ratio", _per_request(WRQM, f"({WRQM} + {W})"), "%wrqm / 100"),
-    Record("fioscope:disk_read_await_seconds", _per_request(_rate("node_disk_read_time_seconds_total"), R), "r_await / 1000"),
-    Record("fioscope:disk_write_await_seconds", _per_request(_rate("node_disk_write_time_seconds_total"), W), "w_await / 1000"),
-    Record("fioscope:disk_discard_await_seconds", _per_request(_rate("node_disk_discard_time_seconds_total"), D), "d_await / 1000"),
+    Record("fioscope:disk_read_await_seconds", _per_request(R_TIME, R), "r_await / 1000"),
+    Record("fioscope:disk_write_await_seconds", _per_request(W_TIME, W), "w_await / 1000"),
+    Record("fioscope:disk_discard_await_seconds", _per_request(D_TIME, D), "d_await / 1000"),
     Record("fioscope:disk_flush_await_seconds", _per_request(_rate("node_disk_flush_requests_time_seconds_total"), F), "f_await / 1000"),
     Record("fioscope:disk_queue_size", _rate("node_disk_io_time_weighted_seconds_total"), "aqu-sz"),
     Record("fioscope:disk_read_request_size_bytes", _per_request(RB, R), "rareq-sz x 1024"),
@@ -42,11 +52,11 @@ DISK = [
     Record("fioscope:disk_util_ratio", _rate("node_disk_io_time_seconds_total"), "%util / 100"),
 ]
 
-_CPU_TOTAL = "sum by (host, instance, job) (rate(node_cpu_seconds_total{%(nodeSelector)s}[%(rateWindow)s]))"
-CPU = [
-    Record(f"fioscope:cpu_{name}_ratio",
-           "sum by (host, instance, job) (rate(node_cpu_seconds_total{%%(nodeSelector)s,%s}[%%(rateWindow)s])) / %s" % (mode, _CPU_TOTAL),
-           f"%{name} / 100")
+# CPU time per mode, summed over the CPUs once; the avg-cpu ratios divide it (rather than each recomputing the total)
+CPU_MODES = "fioscope:cpu_mode_seconds:rate"
+_CPU_TOTAL = f"sum by (host, instance, job) ({CPU_MODES})"
+CPU = [Record(CPU_MODES, "sum by (host, instance, job, mode) (rate(node_cpu_seconds_total{%(nodeSelector)s}[%(rateWindow)s]))")] + [
+    Record(f"fioscope:cpu_{name}_ratio", f"sum by (host, instance, job) ({CPU_MODES}{{{mode}}}) / {_CPU_TOTAL}", f"%{name} / 100")
     for name, mode in [("user", 'mode="user"'), ("nice", 'mode="nice"'),
                        # iostat's %system counts hard and soft interrupts too
                        ("system", 'mode=~"system|irq|softirq"'), ("iowait", 'mode="iowait"'),
@@ -70,10 +80,8 @@ LAYER_BELOW = ("max by (host, device) (\n  fioscope_disk_parent_info{%%(fioSelec
                "  label_replace(max by (host, device) (fioscope:disk_ceiling{window=\"%s\"}), \"parent\", \"$1\", \"device\", \"(.+)\")\n)")
 
 HELPERS = [
-    Record("fioscope:disk_iops", "fioscope:disk_read_iops + fioscope:disk_write_iops + "
-           + _or_zero("fioscope:disk_discard_iops", "fioscope:disk_read_iops"), "r/s + w/s + d/s"),
-    Record("fioscope:disk_bytes_per_second", "fioscope:disk_read_bytes_per_second + fioscope:disk_write_bytes_per_second",
-           "rkB/s + wkB/s x 1024"),
+    Record("fioscope:disk_iops", f"{R} + {W} + {_or_zero(D, R)}", "r/s + w/s + d/s"),
+    Record("fioscope:disk_bytes_per_second", f"{RB} + {WB}", "rkB/s + wkB/s x 1024"),
     # per-scrape rates: the flatness tests need the raw steps, not a 1m average
     Record("fioscope:disk_read_iops:irate", _irate("node_disk_reads_completed_total")),
     Record("fioscope:disk_write_iops:irate", _irate("node_disk_writes_completed_total")),
@@ -84,10 +92,8 @@ HELPERS = [
     Record("fioscope:disk_bytes_per_second:irate",
            "fioscope:disk_read_bytes_per_second:irate + fioscope:disk_write_bytes_per_second:irate"),
     # mean time per request over all directions; absent while the device is idle
-    Record("fioscope:disk_await_seconds",
-           "(" + _rate("node_disk_read_time_seconds_total") + " + " + _rate("node_disk_write_time_seconds_total") + " + "
-           + _or_zero(_rate("node_disk_discard_time_seconds_total"), _rate("node_disk_read_time_seconds_total"))
-           + ") / (fioscope:disk_iops > 0)", "await / 1000"),
+    Record("fioscope:disk_await_seconds", f"({R_TIME} + {W_TIME} + {_or_zero(D_TIME, R_TIME)}) / (fioscope:disk_iops > 0)",
+           "await / 1000"),
     # per-scrape util: the rate-window util lags a load's start and end
     Record("fioscope:disk_util_ratio:irate", _irate("node_disk_io_time_seconds_total")),
 ]
@@ -101,6 +107,14 @@ BASELINE = [
     Record("fioscope:disk_await_baseline_seconds",
            "quantile_over_time(0.5, fioscope:disk_await_unsaturated_seconds[%(baselineWindow)s])"),
 ]
+
+
+# p99 of fio's fdatasync histogram per result over fsync_histogram_window: a rate over an hour of buckets is
+# costly at fleet scale and moves slowly, so it is recorded in its own, slower group (one series per result,
+# not one per bucket); the alert reads it
+FSYNC_P99 = "fioscope:fio_fsync_latency_seconds:p99"
+FIO_HISTOGRAM = [Record(FSYNC_P99, "histogram_quantile(0.99, sum by (%(fioResult)s, le) "
+                        '(rate(fio_latency_seconds_bucket{%(fioSelector)s,ddir="sync",stage="lat"}[%(fsyncHistogramWindow)s])))')]
 
 
 def slow(await_series: str) -> str:
@@ -196,5 +210,6 @@ def recording_rules(s: dict) -> dict:
     groups = [
         {"name": "fioscope-iostat", "rules": [r.render(p) for r in DISK + CPU + HELPERS + CEILINGS + declared_limits(s)]},
         {"name": "fioscope-disk-baseline", "interval": p["baselineInterval"], "rules": [r.render(p) for r in BASELINE]},
+        {"name": "fioscope-fio-histogram", "interval": p["fsyncHistogramInterval"], "rules": [r.render(p) for r in FIO_HISTOGRAM]},
     ]
     return {"groups": groups}
