@@ -208,7 +208,9 @@ def recording_rules(s: dict) -> dict:
     p = params(s)
     # one group where rules build on each other: a group runs its rules in order, groups run independently
     groups = [
-        {"name": "fioscope-iostat", "rules": [r.render(p) for r in DISK + CPU + HELPERS + CEILINGS + declared_limits(s)]},
+        {"name": "fioscope-iostat", "rules": [r.render(p) for r in DISK + HELPERS + CEILINGS + declared_limits(s)]},
+        # avg-cpu reads no disk series: its own group, evaluated beside the disk rules (a fleet's groups run in parallel)
+        {"name": "fioscope-cpu", "rules": [r.render(p) for r in CPU]},
         {"name": "fioscope-disk-baseline", "interval": p["baselineInterval"], "rules": [r.render(p) for r in BASELINE]},
         {"name": "fioscope-fio-histogram", "interval": p["fsyncHistogramInterval"], "rules": [r.render(p) for r in FIO_HISTOGRAM]},
     ]
