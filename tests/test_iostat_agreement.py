@@ -20,6 +20,7 @@ from pathlib import Path
 from conftest import FIXTURES
 from fioscope.jobs import load_job
 from stack_helpers import NativeStack, PromClient, e2e_overrides, require_root_lab, write_fioscope_config
+from fleet_helpers import lab_lock
 
 WINDOW = 40
 # an await over fewer requests than this is a small sample: windows offset by one scrape differ by whole requests
@@ -105,11 +106,12 @@ def test_recording_rules_agree_with_iostat(tmp_path):
     require_root_lab()
     from fioscope import lab
 
-    disk = lab.up("healthy", name="iostat", size="1G", state_dir=tmp_path / "lab")
-    try:
-        rows = sample_agreement(tmp_path, disk, [str(FIXTURES / "jobs" / "iostat-mix.fio")])
-    finally:
-        lab.down("iostat", tmp_path / "lab")
+    with lab_lock():  # one lab user at a time on this machine (the e2e suites take the same lock)
+        disk = lab.up("healthy", name="iostat", size="1G", state_dir=tmp_path / "lab")
+        try:
+            rows = sample_agreement(tmp_path, disk, [str(FIXTURES / "jobs" / "iostat-mix.fio")])
+        finally:
+            lab.down("iostat", tmp_path / "lab")
     print_table(rows)
     missing = [r[0] for r in rows if r[2] is None]
     assert not missing, f"no Prometheus value for {missing}"
