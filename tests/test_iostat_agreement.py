@@ -19,8 +19,8 @@ from pathlib import Path
 
 from conftest import FIXTURES
 from fioscope.jobs import load_job
-from stack_helpers import NativeStack, PromClient, e2e_overrides, require_root_lab, write_fioscope_config
 from fleet_helpers import lab_lock
+from stack_helpers import NativeStack, PromClient, e2e_overrides, require_root_lab, write_fioscope_config
 
 WINDOW = 40
 # an await over fewer requests than this is a small sample: windows offset by one scrape differ by whole requests
