@@ -21,13 +21,20 @@ def params(s: dict) -> dict[str, str]:
     """Every value a template may use, as text."""
     sel, st, t = s["selectors"], s["stack"], s["thresholds"]
     thr = t["throttle"]
+    cluster = sel["cluster_label"]
+    # first in every on (...) / by (...) list: "" or "cluster, " (node-mixin's clusterLabel)
+    cluster_labels = f"{cluster}, " if cluster else ""
     p = {
+        "clusterLabels": cluster_labels,
+        # an annotation's lookup of another series of the alert's device: matcher and printf argument
+        "clusterMatcher": f"{cluster}='%s'," if cluster else "",
+        "clusterArg": f"$labels.{cluster} " if cluster else "",
         "nodeSelector": sel["node"],
         "diskSelector": f"{sel['node']},{sel['device']}",
         "fioSelector": sel["fioscope"],
         "etcdSelector": sel["etcd"],
         # what identifies one fio result (docs/contracts.md): the same job on two targets or hosts never collides
-        "fioResult": "host, instance, job, target, device, jobname, hostname",
+        "fioResult": cluster_labels + "host, instance, job, target, device, jobname, hostname",
         "rateWindow": st["rate_window"],
         "fsyncHistogramWindow": t["fsync_histogram_window"],
         "fsyncHistogramInterval": t["fsync_histogram_interval"],

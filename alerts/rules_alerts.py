@@ -9,22 +9,22 @@ from rules_recording import FSYNC_P99, slow
 
 def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> str:
     """A value of another series of the alert's device, inside an annotation template (``around``: a function of it)."""
-    series = around % (metric + "{instance='%%s',device='%%s'}")
-    return ("{{ with printf \"%s\" $labels.instance $labels.device | query }}"
+    series = around % (metric + "{%(clusterMatcher)sinstance='%%s',device='%%s'}")
+    return ("{{ with printf \"%s\" %%(clusterArg)s$labels.instance $labels.device | query }}"
             "{{ . | first | value | %s }}{{ else }}unknown{{ end }}") % (series, humanize)
 
 
 FSYNC_RUN = 'fio_run_latency_seconds{%(fioSelector)s,ddir="sync",stage="lat",quantile="0.99"}'
-ON = "on (instance, job, device)"
+ON = "on (%(clusterLabels)sinstance, job, device)"
 
 
 def ceilings_text(window: str) -> str:
     """'reads flat at ~700/s, writes flat at ~300/s (at 98 % of the declared 1000 IOPS)' from the recorded ceilings."""
     each = ("{{ if $i }}, {{ end }}{{ $c.Labels.dimension }} flat at ~{{ if eq $c.Labels.unit \"B/s\" }}{{ $c.Value | humanize1024 }}"
             "{{ else }}{{ $c.Value | humanize }}{{ end }}{{ $c.Labels.unit }}")
-    ceilings = ("{{ range $i, $c := printf \"fioscope:disk_ceiling{window='" + window + "',instance='%%s',device='%%s'}\" "
-                "$labels.instance $labels.device | query | sortByLabel \"dimension\" }}" + each + "{{ end }}")
-    declared = ("{{ with printf \"fioscope:disk_declared_limit_ratio{instance='%%s',device='%%s'}\" $labels.instance $labels.device"
+    ceilings = ("{{ range $i, $c := printf \"fioscope:disk_ceiling{window='" + window + "',%(clusterMatcher)sinstance='%%s',device='%%s'}\" "
+                "%(clusterArg)s$labels.instance $labels.device | query | sortByLabel \"dimension\" }}" + each + "{{ end }}")
+    declared = ("{{ with printf \"fioscope:disk_declared_limit_ratio{%(clusterMatcher)sinstance='%%s',device='%%s'}\" %(clusterArg)s$labels.instance $labels.device"
                 " | query }}{{ range $i, $d := . }}{{ if $i }}, {{ end }}at {{ $d.Value | humanizePercentage }} of the declared "
                 "{{ $d.Labels.limit }}{{ end }}{{ else }}no limit declared{{ end }}")
     return ceilings + " (" + declared + ")"
@@ -40,12 +40,12 @@ def throttle_desc(window: str) -> str:
 def throttled(window: str) -> str:
     """The device sits at a ceiling in ``window`` and is the lowest layer that does (one page per cap)."""
     return (f'fioscope:disk_await_seconds\nand {ON} fioscope:disk_ceiling{{window="{window}"}}\n'
-            f'unless on (host, device) fioscope:disk_ceiling_below{{window="{window}"}}')
+            f'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{{window="{window}"}}')
 
 
 # a running fio job loads this device (its target's device, or a layer below it): joined on host and device
-FIO_ON_DEVICE = "on (host, device) fioscope:disk_fio_load"
-ETCD_HIST = ("histogram_quantile(0.99, sum by (instance, job, le) "
+FIO_ON_DEVICE = "on (%(clusterLabels)shost, device) fioscope:disk_fio_load"
+ETCD_HIST = ("histogram_quantile(0.99, sum by (%%(clusterLabels)sinstance, job, le) "
              "(rate(etcd_disk_%s_duration_seconds_bucket{%%(etcdSelector)s}[%%(etcdWindow)s])))")
 
 
@@ -91,7 +91,7 @@ def alerts(s: dict) -> list[Alert]:
               "throttled", "Disk sits at a ceiling (throttled)", throttle_desc("long"), "disk"),
         Alert("FioscopeDiskThrottledAfterBurst", "warning",
               f"fioscope:disk_step_down_ratio\nand {ON} fioscope:disk_ceiling{{window=\"short\"}}\n"
-              'unless on (host, device) fioscope:disk_ceiling_below{window="short"}',
+              'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{window="short"}',
               "throttled_after_burst", "Disk throttled after a burst (burst credits exhausted)",
               "{{ $labels.device }} on {{ $labels.instance }}: burst credits exhausted: IOPS fell from ~"
               + disk_value("fioscope:disk_iops", around="max_over_time(%s[%%(stepDownLookback)s])") + " to ~"
@@ -104,7 +104,7 @@ def alerts(s: dict) -> list[Alert]:
               "disk"),
         # a layer above a capped disk (LVM on md on it) is as slow as the disk: the lowest layer pages
         Alert("FioscopeDiskLatencyAboveSla", "warning",
-              f"({sla_expr(t)})\nunless on (host, device) fioscope:disk_ceiling_below{{window=\"long\"}}", "latency_sla",
+              f"({sla_expr(t)})\nunless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{{window=\"long\"}}", "latency_sla",
               "Disk latency above its SLA",
               "{{ $labels.device }} on {{ $labels.instance }}: await {{ $value | humanizeDuration }}, above the SLA in alerts/config.yaml.",
               "disk"),
@@ -122,7 +122,7 @@ def alerts(s: dict) -> list[Alert]:
               "disk"),
         Alert("FioscopeHighIowaitIdleCpu", "warning",
               "fioscope:cpu_iowait_ratio > %(iowait_ratio)s\n"
-              "and on (instance, job) (fioscope:cpu_user_ratio + fioscope:cpu_system_ratio) < %(iowait_busy_cpu_ratio)s",
+              "and on (%(clusterLabels)sinstance, job) (fioscope:cpu_user_ratio + fioscope:cpu_system_ratio) < %(iowait_busy_cpu_ratio)s",
               "iowait", "CPUs waiting on storage",
               "{{ $labels.instance }}: iowait {{ $value | humanizePercentage }} while user+system stay low: "
               "the workload is bound by storage.",
@@ -155,7 +155,7 @@ def alerts(s: dict) -> list[Alert]:
               "fioscope exporter down", "fioscope exporter {{ $labels.instance }} cannot be scraped.", "fio"),
         Alert("FioscopeResultScanStalled", "critical",
               "time() - fioscope_last_scan_timestamp_seconds{%(fioSelector)s}\n"
-              "  > on (host, instance, job) clamp_min(3 * fioscope_scan_interval_seconds{%(fioSelector)s}, 60)",
+              "  > on (%(clusterLabels)shost, instance, job) clamp_min(3 * fioscope_scan_interval_seconds{%(fioSelector)s}, 60)",
               "scan_stalled", "fioscope stopped scanning its results",
               "fioscope {{ $labels.instance }}: the last scan of the results directory was {{ $value | humanizeDuration }} ago: "
               "new results are not published and the figures are going stale.", "fio"),

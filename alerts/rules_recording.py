@@ -54,9 +54,9 @@ DISK = COUNTER_RATES + [
 
 # CPU time per mode, summed over the CPUs once; the avg-cpu ratios divide it (rather than each recomputing the total)
 CPU_MODES = "fioscope:cpu_mode_seconds:rate"
-_CPU_TOTAL = f"sum by (host, instance, job) ({CPU_MODES})"
-CPU = [Record(CPU_MODES, "sum by (host, instance, job, mode) (rate(node_cpu_seconds_total{%(nodeSelector)s}[%(rateWindow)s]))")] + [
-    Record(f"fioscope:cpu_{name}_ratio", f"sum by (host, instance, job) ({CPU_MODES}{{{mode}}}) / {_CPU_TOTAL}", f"%{name} / 100")
+_CPU_TOTAL = f"sum by (%(clusterLabels)shost, instance, job) ({CPU_MODES})"
+CPU = [Record(CPU_MODES, "sum by (%(clusterLabels)shost, instance, job, mode) (rate(node_cpu_seconds_total{%(nodeSelector)s}[%(rateWindow)s]))")] + [
+    Record(f"fioscope:cpu_{name}_ratio", f"sum by (%(clusterLabels)shost, instance, job) ({CPU_MODES}{{{mode}}}) / {_CPU_TOTAL}", f"%{name} / 100")
     for name, mode in [("user", 'mode="user"'), ("nice", 'mode="nice"'),
                        # iostat's %system counts hard and soft interrupts too
                        ("system", 'mode=~"system|irq|softirq"'), ("iowait", 'mode="iowait"'),
@@ -73,11 +73,11 @@ def _or_zero(series: str, like: str) -> str:
     return f"({series} or {like} * 0)"
 
 
-ON = "on (instance, job, device)"
+ON = "on (%(clusterLabels)sinstance, job, device)"
 # the tree below: a device whose slaves (fioscope_disk_parent_info) show a ceiling is not the layer that pages
-LAYER_BELOW = ("max by (host, device) (\n  fioscope_disk_parent_info{%%(fioSelector)s}\n"
-               "  * on (host, parent) group_left ()\n"
-               "  label_replace(max by (host, device) (fioscope:disk_ceiling{window=\"%s\"}), \"parent\", \"$1\", \"device\", \"(.+)\")\n)")
+LAYER_BELOW = ("max by (%%(clusterLabels)shost, device) (\n  fioscope_disk_parent_info{%%(fioSelector)s}\n"
+               "  * on (%%(clusterLabels)shost, parent) group_left ()\n"
+               "  label_replace(max by (%%(clusterLabels)shost, device) (fioscope:disk_ceiling{window=\"%s\"}), \"parent\", \"$1\", \"device\", \"(.+)\")\n)")
 
 HELPERS = [
     Record("fioscope:disk_iops", f"{R} + {W} + {_or_zero(D, R)}", "r/s + w/s + d/s"),
@@ -162,12 +162,12 @@ def ceiling(window_name: str, window: str, dimension: str, unit: str, rate: str,
 
 def _to_lower_layers(loaded: str) -> str:
     """The devices right below those in ``loaded`` (their /sys/block/*/slaves, from fioscope_disk_parent_info)."""
-    return ('max by (host, device) (label_replace(\n'
-            '  max by (host, parent) (fioscope_disk_parent_info{%%(fioSelector)s} * on (host, device) group_left () %s),\n'
+    return ('max by (%%(clusterLabels)shost, device) (label_replace(\n'
+            '  max by (%%(clusterLabels)shost, parent) (fioscope_disk_parent_info{%%(fioSelector)s} * on (%%(clusterLabels)shost, device) group_left () %s),\n'
             '  "device", "$1", "parent", "(.+)"))' % loaded)
 
 
-_FIO_ON_DEVICE = "max by (host, device) (fio_run_running{%(fioSelector)s} > 0)"
+_FIO_ON_DEVICE = "max by (%(clusterLabels)shost, device) (fio_run_running{%(fioSelector)s} > 0)"
 # fio loads the device its target is on and every layer below it (LVM on md on disks: up to 3 layers down)
 FIO_LOAD = Record("fioscope:disk_fio_load", "\nor ".join(
     [_FIO_ON_DEVICE, _to_lower_layers(_FIO_ON_DEVICE), _to_lower_layers(_to_lower_layers(_FIO_ON_DEVICE)),

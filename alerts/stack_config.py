@@ -75,8 +75,10 @@ def alertmanager_config(s: dict) -> dict:
     if s["stack"]["alertmanager_webhook"]:
         receiver["webhook_configs"] = [{"url": s["stack"]["alertmanager_webhook"], "send_resolved": True}]
     interval = s["stack"]["evaluation_interval"]
+    cluster = s["selectors"]["cluster_label"]
+    group_by = ([cluster] if cluster else []) + ["alertname", "host", "instance", "device", "target", "jobname"]
     return {
-        "route": {"receiver": "default", "group_by": ["alertname", "host", "instance", "device", "target", "jobname"],
+        "route": {"receiver": "default", "group_by": group_by,
                   "group_wait": interval, "group_interval": s["stack"]["alertmanager_group_interval"], "repeat_interval": "4h"},
         "receivers": [receiver],
     }
