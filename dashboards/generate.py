@@ -5,6 +5,7 @@ alerts/config.yaml, the one place they live.
 
     python3 dashboards/generate.py           # write dashboards/*.json
     python3 dashboards/generate.py --check   # exit 1 if the committed JSON differs
+    python3 dashboards/generate.py --out DIR --set selectors.cluster_label=cluster   # multi-cluster: a cluster variable
 """
 
 from __future__ import annotations
@@ -25,14 +26,26 @@ HERE = Path(__file__).resolve().parent
 for _path in (HERE.parent / "exporter", HERE.parent / "scripts"):  # this tree's package first
     sys.path.insert(0, str(_path))
 from codegen import write_or_check  # noqa: E402
-from fioscope.settings import load_settings  # noqa: E402
+from fioscope.settings import SettingsError, load_settings  # noqa: E402
 
-SETTINGS = load_settings()
-T = SETTINGS["thresholds"]
 DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
-# every series carries the host its scrape job's relabelling named (README "Fleet")
-DISK = 'host=~"$host",device=~"$device"'
-JOB = 'host=~"$host",jobname=~"$jobname"'
+# Set by configure() from the settings before the dashboards are built. Every series carries the host its
+# scrape job's relabelling named (README "Fleet"); with selectors.cluster_label, also its cluster.
+SETTINGS: dict = {}
+T: dict = {}
+CLUSTER = ""  # the cluster label's name, "" for one cluster per Prometheus
+IN_CLUSTER = HOST = DISK = JOB = ""
+
+
+def configure(settings: dict) -> None:
+    global SETTINGS, T, CLUSTER, IN_CLUSTER, HOST, DISK, JOB
+    SETTINGS, T, CLUSTER = settings, settings["thresholds"], settings["selectors"]["cluster_label"]
+    IN_CLUSTER = f'{CLUSTER}=~"$cluster",' if CLUSTER else ""
+    HOST = IN_CLUSTER + 'host=~"$host"'
+    DISK = f'{HOST},device=~"$device"'
+    JOB = f'{HOST},jobname=~"$jobname"'
+
+
 UIDS = {"disk": "fioscope-disk", "fio": "fioscope-fio", "curve": "fioscope-curve"}
 
 
@@ -100,6 +113,20 @@ def query_var(name: str, label: str, expr: str, multi: bool = True) -> db.QueryV
     return var
 
 
+def scope_vars(metric: str) -> list:
+    """The data source, the cluster (when selectors.cluster_label is set; one at a time, as node-mixin's) and the host."""
+    if not CLUSTER:
+        return [datasource_var(), query_var("host", "Host", f"label_values({metric}, host)")]
+    return [datasource_var(), query_var("cluster", "Cluster", f"label_values({metric}, {CLUSTER})", multi=False),
+            query_var("host", "Host", f'label_values({metric}{{{CLUSTER}=~"$cluster"}}, host)')]
+
+
+def with_scope(d: db.Dashboard, metric: str) -> db.Dashboard:
+    for var in scope_vars(metric):
+        d = d.with_variable(var)
+    return d
+
+
 def run_annotation() -> db.AnnotationQuery:
     # fio runs as regions: idle and loaded periods told apart at a glance
     return (db.AnnotationQuery().name("fio runs").datasource(DS).enable(True).icon_color("rgba(255, 152, 48, 0.6)")
@@ -128,11 +155,9 @@ def ceiling_panel() -> table.Panel:
 def disk_dashboard() -> db.Dashboard:
     sla = T["disk_latency_sla_seconds"]
     th = T["throttle"]
-    d = (base(UIDS["disk"], "fioscope / Disk under load", ["disk", "iostat"])
-         .with_variable(datasource_var())
-         .with_variable(query_var("host", "Host", "label_values(fioscope:disk_util_ratio, host)"))
-         .with_variable(query_var("device", "Device", 'label_values(fioscope:disk_util_ratio{host=~"$host"}, device)'))
-         .with_variable(query_var("jobname", "fio job", 'label_values(fio_run_running{host=~"$host"}, jobname)'))
+    d = (with_scope(base(UIDS["disk"], "fioscope / Disk under load", ["disk", "iostat"]), "fioscope:disk_util_ratio")
+         .with_variable(query_var("device", "Device", f"label_values(fioscope:disk_util_ratio{{{HOST}}}, device)"))
+         .with_variable(query_var("jobname", "fio job", f"label_values(fio_run_running{{{HOST}}}, jobname)"))
          .annotation(run_annotation()))
     d = (d.with_row(db.Row("Verdict"))
          .with_panel(stat_panel(
@@ -147,19 +172,19 @@ def disk_dashboard() -> db.Dashboard:
                                 [(None, "text"), (1, "orange")], w=4, mappings=value_map({"0": ("idle", "text"), "1": ("LOAD", "orange")})))
          .with_panel(ceiling_panel())
          .with_panel(table.Panel().title("Firing alerts").datasource(DS).height(5).span(12).unit("none")
-                     .with_target(query('ALERTS{alertstate="firing"}', instant=True, fmt="table"))
+                     .with_target(query(f'ALERTS{{{IN_CLUSTER}alertstate="firing"}}', instant=True, fmt="table"))
                      .with_transformation(dm.DataTransformerConfig(id_val="organize", options={
                          "excludeByName": {"Time": True, "Value": True, "__name__": True, "alertstate": True}})))
          # the device stack as the exporter reads it from sysfs: vg0-data (dm-3) on md0 on vda+vdb
          .with_panel(table.Panel().title("Disk stack (what each device is built on, which targets it holds)").datasource(DS)
                      .height(6).span(24).unit("none")
-                     .with_target(query('fioscope_disk_info{host=~"$host"}', instant=True, fmt="table"))
+                     .with_target(query(f"fioscope_disk_info{{{HOST}}}", instant=True, fmt="table"))
                      .with_transformation(dm.DataTransformerConfig(id_val="organize", options={
                          "excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True, "instance": True},
                          "indexByName": {"host": 0, "device": 1, "name": 2, "kind": 3, "parents": 4, "targets": 5}}))))
     d = (d.with_row(db.Row("CPU (iostat avg-cpu)"))
          .with_panel(ts("CPU", "percentunit", [
-             query(f'fioscope:cpu_{m}_ratio{{host=~"$host"}}', f"%{m} {{{{host}}}}", ref=chr(65 + i))
+             query(f"fioscope:cpu_{m}_ratio{{{HOST}}}", f"%{m} {{{{host}}}}", ref=chr(65 + i))
              for i, m in enumerate(("user", "system", "iowait", "steal", "idle", "nice"))], w=24, stack=True,
              description="iostat's %user, %system (with irq and softirq), %iowait, %steal, %idle.")))
     d = (d.with_row(db.Row("Utilisation and merges"))
@@ -204,10 +229,8 @@ def disk_dashboard() -> db.Dashboard:
 # ---------------------------------------------------------------------------- 2. fio results
 def fio_dashboard() -> db.Dashboard:
     fsync = T["etcd_fsync_p99_seconds"]
-    d = (base(UIDS["fio"], "fioscope / fio results", ["fio", "etcd"])
-         .with_variable(datasource_var())
-         .with_variable(query_var("host", "Host", "label_values(fio_run_info, host)"))
-         .with_variable(query_var("jobname", "fio job", 'label_values(fio_run_info{host=~"$host"}, jobname)'))
+    d = (with_scope(base(UIDS["fio"], "fioscope / fio results", ["fio", "etcd"]), "fio_run_info")
+         .with_variable(query_var("jobname", "fio job", f"label_values(fio_run_info{{{HOST}}}, jobname)"))
          .annotation(run_annotation()))
     sync_p99 = f'fio_run_latency_seconds{{{JOB},ddir="sync",stage="lat",quantile="0.99"}}'
     d = (d.with_row(db.Row("etcd WAL test"))
@@ -244,14 +267,12 @@ def fio_dashboard() -> db.Dashboard:
 
 # ---------------------------------------------------------------------------- 3. response curve and comparison
 def curve_dashboard() -> db.Dashboard:
-    sweep = 'host=~"$host",jobname=~"sweep-qd.*"'
+    sweep = f'{HOST},jobname=~"sweep-qd.*"'
     # the same job on two targets (disks, or a disk before and after a change), on any host
-    d = (base(UIDS["curve"], "fioscope / Response curve and comparison", ["fio", "comparison"])
-         .with_variable(datasource_var())
-         .with_variable(query_var("host", "Host", "label_values(fio_run_info, host)"))
-         .with_variable(query_var("jobname", "fio job", 'label_values(fio_run_info{host=~"$host"}, jobname)', multi=False))
-         .with_variable(query_var("baseline", "Baseline target", 'label_values(fio_run_info{host=~"$host"}, target)', multi=False))
-         .with_variable(query_var("candidate", "Candidate target", 'label_values(fio_run_info{host=~"$host"}, target)', multi=False)))
+    d = (with_scope(base(UIDS["curve"], "fioscope / Response curve and comparison", ["fio", "comparison"]), "fio_run_info")
+         .with_variable(query_var("jobname", "fio job", f"label_values(fio_run_info{{{HOST}}}, jobname)", multi=False))
+         .with_variable(query_var("baseline", "Baseline target", f"label_values(fio_run_info{{{HOST}}}, target)", multi=False))
+         .with_variable(query_var("candidate", "Candidate target", f"label_values(fio_run_info{{{HOST}}}, target)", multi=False)))
     iops = f"sum by (host, target, jobname) (fio_iops{{{sweep},ddir=~\"read|write|trim\"}})"
     p99 = f'max by (host, target, jobname) (fio_run_latency_seconds{{{sweep},stage="clat",quantile="0.99"}})'
     d = (d.with_row(db.Row("Response curve (iodepth sweep)"))
@@ -267,7 +288,7 @@ def curve_dashboard() -> db.Dashboard:
                      .with_target(query(iops, instant=True, fmt="table"))
                      .with_target(query(p99, ref="B", instant=True, fmt="table"))
                      .with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))))
-    one = 'host=~"$host",jobname=~"$jobname",target="%s"'
+    one = f'{JOB},target="%s"'
     compare = [
         ("IOPS", "sum(fio_iops{%s,ddir=~\"read|write|trim\"})" % one),
         ("Bandwidth", "sum(fio_bandwidth_bytes_per_second{%s})" % one),
@@ -281,7 +302,9 @@ def curve_dashboard() -> db.Dashboard:
     return d
 
 
-def render() -> dict[str, str]:
+def render(settings: dict | None = None) -> dict[str, str]:
+    """The dashboards' JSON by file name, for ``settings`` (default: alerts/config.yaml as it is)."""
+    configure(settings or load_settings())
     out = {}
     for name, builder in (("disk-under-load", disk_dashboard), ("fio-results", fio_dashboard), ("response-curve", curve_dashboard)):
         out[f"{name}.json"] = json.dumps(builder().build(), cls=JSONEncoder, indent=2, sort_keys=True) + "\n"
@@ -291,8 +314,15 @@ def render() -> dict[str, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a setting of alerts/config.yaml")
+    parser.add_argument("--out", type=Path, default=HERE, help="directory to write the JSON into (default: dashboards/)")
     args = parser.parse_args()
-    return write_or_check({HERE / name: text for name, text in render().items()}, args.check, "dashboards/generate.py")
+    try:
+        settings = load_settings(args.set)
+    except SettingsError as exc:
+        print(f"dashboards/generate.py: {exc}", file=sys.stderr)
+        return 2
+    return write_or_check({args.out / name: text for name, text in render(settings).items()}, args.check, "dashboards/generate.py")
 
 if __name__ == "__main__":
     sys.exit(main())

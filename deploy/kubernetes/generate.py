@@ -85,8 +85,8 @@ def _with_datasource(dashboard: dict) -> dict:
     return dashboard
 
 
-def dashboard_configmaps() -> list[dict]:
-    dashboards = _module("fioscope_dashboards_generate", REPO / "dashboards" / "generate.py").render()
+def dashboard_configmaps(settings: dict) -> list[dict]:
+    dashboards = _module("fioscope_dashboards_generate", REPO / "dashboards" / "generate.py").render(settings)
     return [{
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -110,7 +110,7 @@ def render(settings: dict) -> dict[str, str]:
 
     return {
         "base/prometheusrule.yaml": dump(prometheus_rule(settings)),
-        "base/dashboards.yaml": dump(*dashboard_configmaps()),
+        "base/dashboards.yaml": dump(*dashboard_configmaps(settings)),
     }
 
 
