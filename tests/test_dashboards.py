@@ -45,6 +45,30 @@ def test_dashboards_are_generated_from_code():
     assert proc.returncode == 0, proc.stderr
 
 
+def exprs(dashboard: dict) -> list[str]:
+    return [t["expr"] for p in panels(dashboard) for t in p.get("targets", [])] + [a["expr"] for a in dashboard["annotations"].get("list", []) if "expr" in a]
+
+
+def test_cluster_variable_only_with_a_cluster_label(tmp_path):
+    """selectors.cluster_label: a cluster variable first, and every query and variable scoped to $cluster; none by default."""
+    pytest.importorskip("grafana_foundation_sdk", reason="pip install -r dashboards/requirements.txt")
+    proc = subprocess.run([sys.executable, str(REPO / "dashboards" / "generate.py"), "--out", str(tmp_path),
+                           "--set", "selectors.cluster_label=k8s_cluster"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    for default in DASHBOARDS:
+        d = json.loads(default.read_text())
+        assert "cluster" not in default.read_text(), default.name
+        clustered = json.loads((tmp_path / default.name).read_text())
+        variables = clustered["templating"]["list"]
+        assert [v["name"] for v in variables] == ["datasource", "cluster"] + [v["name"] for v in d["templating"]["list"]][1:]
+        assert variables[1]["query"]["query"].endswith(", k8s_cluster)") and not variables[1].get("multi")
+        for v in variables[2:]:
+            assert 'k8s_cluster=~"$cluster"' in v["query"]["query"], (default.name, v["name"])
+        assert len(exprs(clustered)) == len(exprs(d)) > 0
+        for expr in exprs(clustered):
+            assert 'k8s_cluster=~"$cluster"' in expr, (default.name, expr)
+
+
 def test_three_dashboards_with_fixed_uids():
     uids = {json.loads(p.read_text())["uid"] for p in DASHBOARDS}
     assert uids == {"fioscope-disk", "fioscope-fio", "fioscope-curve"}

@@ -165,3 +165,48 @@ def test_detection_scenarios_hold():
     require("promtool")
     proc = run([sys.executable, str(ALERTS / "tests" / "scenarios.py"), "--check"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _in_cluster(cluster: str, series: list[dict]) -> list[dict]:
+    return [{**s, "series": s["series"].replace("{", f'{{cluster="{cluster}",', 1)} for s in series]
+
+
+def cluster_test(expected: list[dict]) -> dict:
+    """Two clusters with the same host, instance and device names, fio loading the device in both:
+    east's device is capped at 700 r/s + 300 w/s from 30m, west's stays healthy."""
+    sys.path.insert(0, str(ALERTS / "tests"))
+    import scenarios as sc  # alerts/tests/scenarios.py: the device models of the detection matrix
+
+    steps, on, off = sc.MINUTES * 60 // sc.STEP, sc.ONSET // sc.STEP, sc.END // sc.STEP
+    series: list[dict] = []
+    for i, (cluster, model) in enumerate([("east", sc.after_onset(sc.iops_cap)), ("west", sc.light)]):
+        series += _in_cluster(cluster, sc.series_of(sc.Device("s6", "vdb", model), i))
+        fio = f'cluster="{cluster}",job="fioscope",instance="s6:7963",host="s6",target="t",device="vdb",hostname="",jobname="load"'
+        series.append({"series": f"fio_run_running{{{fio}}}", "values": f"0x{on - 1} 1x{off - on - 1} 0x{steps - off}"})
+    return {"rule_files": ["../recording.rules.yaml", "../alerts.rules.yaml"], "evaluation_interval": f"{sc.STEP}s",
+            "tests": [{"name": "two clusters, same names", "interval": f"{sc.STEP}s", "input_series": series,
+                       "alert_rule_test": expected}]}
+
+
+def test_cluster_label_keeps_clusters_apart(tmp_path):
+    """selectors.cluster_label: only the capped cluster's device alerts, labelled with its cluster; the
+    healthy twin of the same host/instance/device name in the other cluster stays silent."""
+    promtool = require("promtool")
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "selectors.cluster_label=cluster"])
+    assert proc.returncode == 0, proc.stderr
+    am = yaml.safe_load((tmp_path / "provisioning" / "alertmanager" / "alertmanager.yml").read_text())
+    assert am["route"]["group_by"][0] == "cluster"
+    description = ("vdb on s6:9100 is throttled: reads flat at ~700/s, writes flat at ~300/s (no limit declared); util 100%, "
+                   "queue 256, await 256ms (the device's normal is 1ms).")
+    fired = [{"exp_labels": {"severity": "critical", "cluster": "east", "instance": "s6:9100", "job": "node", "host": "s6", "device": "vdb"},
+              "exp_annotations": {"summary": "Disk throttled while fio loads it", "description": description,
+                                  "runbook_url": "https://github.com/fioscope/fioscope/blob/main/docs/runbook.md#fioscopediskthrottledunderfioload",
+                                  "dashboard_url": "http://127.0.0.1:3000/d/fioscope-disk"}}]
+    expected = [{"eval_time": "29m", "alertname": "FioscopeDiskThrottledUnderFioLoad", "exp_alerts": []},
+                {"eval_time": "33m", "alertname": "FioscopeDiskThrottledUnderFioLoad", "exp_alerts": fired},
+                {"eval_time": "33m", "alertname": "FioscopeDiskThrottled", "exp_alerts": []}]
+    tests = tmp_path / "alerts" / "tests"
+    tests.mkdir()
+    (tests / "clusters.test.yaml").write_text(yaml.safe_dump(cluster_test(expected), sort_keys=False, width=1000))
+    proc = run([promtool, "test", "rules", str(tests / "clusters.test.yaml")])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
