@@ -53,7 +53,7 @@ def test_cluster_variable_only_with_a_cluster_label(tmp_path):
     """selectors.cluster_label: a cluster variable first, and every query and variable scoped to $cluster; none by default."""
     pytest.importorskip("grafana_foundation_sdk", reason="pip install -r dashboards/requirements.txt")
     proc = subprocess.run([sys.executable, str(REPO / "dashboards" / "generate.py"), "--out", str(tmp_path),
-                           "--set", "selectors.cluster_label=k8s_cluster"], capture_output=True, text=True)
+                           "--set", "selectors.cluster_label=k8s_cluster"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     for default in DASHBOARDS:
         d = json.loads(default.read_text())
