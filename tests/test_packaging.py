@@ -18,16 +18,21 @@ pytestmark = pytest.mark.e2e  # builds a wheel (setuptools from the index) and a
 
 def docker_build_context(dest: Path) -> Path:
     """What the Dockerfile's build stage has in /src: its COPY lines, replayed (links kept as links)."""
-    copies = re.findall(r"^COPY (?!--)(\S+) (\S+)$", (REPO / "exporter" / "Dockerfile").read_text().split("\nFROM ")[1], re.MULTILINE)
-    assert copies, "the build stage copies the sources"
-    for source, target in copies:
-        src, out = REPO / source.rstrip("/"), dest / target.rstrip("/")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, out, symlinks=True, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-        else:
-            shutil.copy2(src, out)
+    lines = re.findall(r"^COPY (?!--)(.+)$", (REPO / "exporter" / "Dockerfile").read_text().split("\nFROM ")[1], re.MULTILINE)
+    assert lines, "the build stage copies the sources"
+    for line in lines:
+        *sources, target = line.split()
+        for source in sources:
+            _copy(REPO / source.rstrip("/"), dest / target.rstrip("/") / Path(source).name if len(sources) > 1 else dest / target.rstrip("/"))
     return dest
+
+
+def _copy(src: Path, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_dir():
+        shutil.copytree(src, out, symlinks=True, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    else:
+        shutil.copy2(src, out)
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +46,11 @@ def installed(tmp_path_factory) -> Path:
     names = zipfile.ZipFile(wheel).namelist()
     assert {f"fioscope/profiles/{p.name}" for p in (REPO / "fio-jobs").glob("*.fio")} <= set(names)
     assert "fioscope/alerts-config.yaml" in names
+    # every link the package holds into the repository (profiles, settings, report rules) is in the wheel
+    package = REPO / "exporter" / "fioscope"
+    linked = {str(p.relative_to(package.parent)) for p in package.rglob("*")
+              if p.is_file() and package not in p.resolve().parents}
+    assert linked and linked <= set(names), sorted(linked - set(names))
     venv = work / "venv"
     # system site packages give prometheus_client and PyYAML without a download
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
