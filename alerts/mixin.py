@@ -46,6 +46,8 @@ def params(s: dict) -> dict[str, str]:
         "fioWindow": thr["fio_window"],
         "window": thr["window"],
         "baselineInterval": thr["baseline_interval"],
+        # the span a baseline sample's await covers: its interval of rate-window averages (each reaching rateWindow back)
+        "baselineUtilLookback": f"{seconds(thr['baseline_interval']) + seconds(st['rate_window']):g}s",
         "stepDownLookback": thr["step_down_lookback"],
         "queueWindow": t["queue_window"],
     }

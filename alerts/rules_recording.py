@@ -99,11 +99,13 @@ HELPERS = [
 ]
 
 # the device's own normal, from 1m averages recorded once a minute (a 6h quantile over every
-# 15 s sample of every device would dominate the rule cost of a fleet)
+# 15 s sample of every device would dominate the rule cost of a fleet). Unsaturated means every scrape the
+# average draws on: the await is a rate-window average, so right after a deep-queue load it still holds that
+# load's await while util has already dropped (a baseline taken then hides the next throttling).
 BASELINE = [
     Record("fioscope:disk_await_unsaturated_seconds",
            "avg_over_time(fioscope:disk_await_seconds[%(baselineInterval)s])\n"
-           "and " + ON + " max_over_time(fioscope:disk_util_ratio:irate[%(baselineInterval)s]) < %(unsaturatedUtil)s"),
+           "and " + ON + " max_over_time(fioscope:disk_util_ratio:irate[%(baselineUtilLookback)s]) < %(unsaturatedUtil)s"),
     Record("fioscope:disk_await_baseline_seconds",
            "quantile_over_time(0.5, fioscope:disk_await_unsaturated_seconds[%(baselineWindow)s])"),
 ]

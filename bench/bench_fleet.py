@@ -153,8 +153,9 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
                     continue
                 last_eval[group["name"]] = group["lastEvaluation"]
                 groups.setdefault(group["name"], []).append(group["evaluationTime"])
-                for rule in group["rules"]:
-                    rules.setdefault(rule["name"], []).append(rule["evaluationTime"])
+                for rule in group["rules"]:  # rules of one name (the ceilings) told apart by their labels
+                    labels = ",".join(f"{k}={v}" for k, v in sorted(rule.get("labels", {}).items()) if k != "severity")
+                    rules.setdefault(f"{rule['name']}{{{labels}}}" if labels else rule["name"], []).append(rule["evaluationTime"])
             time.sleep(1)
         q = prom.client.value
         return {
@@ -191,7 +192,7 @@ def main() -> int:
             for name, (mean, worst, n) in sorted(r["groups"].items()):
                 print(f"  group {name:<28} evaluation mean {mean * 1000:8.1f} ms  max {worst * 1000:8.1f} ms  ({n} cycles)")
             for mean, name in r["rules"][:args.top]:
-                print(f"    rule {name:<52} mean {mean * 1000:8.1f} ms")
+                print(f"    rule {name:<72} mean {mean * 1000:8.1f} ms")
     print("\nhosts  head_series  RSS_MiB  " + "  ".join(f"{g}_ms" for g in sorted(rows[0]["groups"])))
     for r in rows:
         print(f"{r['hosts']:5d}  {r['head_series']:11.0f}  {r['rss_mib']:7.0f}  "
