@@ -134,29 +134,32 @@ def flat(rate: str, window: str, floor: str) -> str:
     return f"{avg} >= {floor}\nand {ON} stddev_over_time({rate}[{window}]) / {avg} <= %(throttle_flatness_max_cv)s"
 
 
-SATURATED = (f"and {ON} fioscope:disk_util_ratio >= %(throttle_util_min_ratio)s\n"
-             f"and {ON} fioscope:disk_queue_size >= %(throttle_queue_min)s")
-# (dimension, unit, per-scrape rate, its await, floor, dimensions that explain it better)
+# The awaits the ceilings test, recorded once each (six dimensions in two windows share three of them)
+SLOW_SATURATED = "fioscope:disk_slow_saturated_await_seconds"
+AWAITS = [("read", "fioscope:disk_read_await_seconds"), ("write", "fioscope:disk_write_await_seconds"), ("all", "fioscope:disk_await_seconds")]
+SLOW_AWAITS = [
+    Record(SLOW_SATURATED, f"{slow(series)}\nand {ON} fioscope:disk_util_ratio >= %(throttle_util_min_ratio)s\n"
+                           f"and {ON} fioscope:disk_queue_size >= %(throttle_queue_min)s", labels=(("ddir", ddir),))
+    for ddir, series in AWAITS
+]
+# (dimension, unit, per-scrape rate, ddir of its await, floor, dimensions that explain it better)
 DIMENSIONS = [
-    ("reads", "/s", "fioscope:disk_read_iops:irate", "fioscope:disk_read_await_seconds", "%(throttle_min_iops)s", ()),
-    ("writes", "/s", "fioscope:disk_write_iops:irate", "fioscope:disk_write_await_seconds", "%(throttle_min_iops)s", ()),
-    ("read throughput", "B/s", "fioscope:disk_read_bytes_per_second:irate", "fioscope:disk_read_await_seconds",
-     "%(throttle_min_bytes_per_second)s", ("reads",)),
-    ("write throughput", "B/s", "fioscope:disk_write_bytes_per_second:irate", "fioscope:disk_write_await_seconds",
-     "%(throttle_min_bytes_per_second)s", ("writes",)),
-    ("IOPS", "/s", "fioscope:disk_iops:irate", "fioscope:disk_await_seconds", "%(throttle_min_iops)s",
-     ("reads", "writes", "read throughput", "write throughput")),
-    ("throughput", "B/s", "fioscope:disk_bytes_per_second:irate", "fioscope:disk_await_seconds", "%(throttle_min_bytes_per_second)s",
+    ("reads", "/s", "fioscope:disk_read_iops:irate", "read", "%(throttle_min_iops)s", ()),
+    ("writes", "/s", "fioscope:disk_write_iops:irate", "write", "%(throttle_min_iops)s", ()),
+    ("read throughput", "B/s", "fioscope:disk_read_bytes_per_second:irate", "read", "%(throttle_min_bytes_per_second)s", ("reads",)),
+    ("write throughput", "B/s", "fioscope:disk_write_bytes_per_second:irate", "write", "%(throttle_min_bytes_per_second)s", ("writes",)),
+    ("IOPS", "/s", "fioscope:disk_iops:irate", "all", "%(throttle_min_iops)s", ("reads", "writes", "read throughput", "write throughput")),
+    ("throughput", "B/s", "fioscope:disk_bytes_per_second:irate", "all", "%(throttle_min_bytes_per_second)s",
      ("reads", "writes", "read throughput", "write throughput", "IOPS")),
 ]
 # short: the window while fio loads the device (and for the step-down); long: any workload
 WINDOWS = [("short", "%(fioWindow)s"), ("long", "%(window)s")]
 
 
-def ceiling(window_name: str, window: str, dimension: str, unit: str, rate: str, await_series: str, floor: str,
+def ceiling(window_name: str, window: str, dimension: str, unit: str, rate: str, ddir: str, floor: str,
             better: tuple[str, ...]) -> Record:
     """The inferred ceiling: the mean rate of a dimension that sits flat while the device is saturated and slow."""
-    expr = f"{flat(rate, window, floor)}\nand {ON} {slow(await_series)}\n{SATURATED}"
+    expr = f'{flat(rate, window, floor)}\nand {ON} {SLOW_SATURATED}{{ddir="{ddir}"}}'
     if better:
         expr += f'\nunless {ON} fioscope:disk_ceiling{{window="{window_name}",dimension=~"{"|".join(better)}"}}'
     return Record("fioscope:disk_ceiling", expr, labels=(("window", window_name), ("dimension", dimension), ("unit", unit)))
@@ -175,7 +178,7 @@ FIO_LOAD = Record("fioscope:disk_fio_load", "\nor ".join(
     [_FIO_ON_DEVICE, _to_lower_layers(_FIO_ON_DEVICE), _to_lower_layers(_to_lower_layers(_FIO_ON_DEVICE)),
      _to_lower_layers(_to_lower_layers(_to_lower_layers(_FIO_ON_DEVICE)))]))
 
-CEILINGS = [FIO_LOAD] + [ceiling(name, window, *dim) for name, window in WINDOWS for dim in DIMENSIONS] + [
+CEILINGS = [FIO_LOAD] + SLOW_AWAITS + [ceiling(name, window, *dim) for name, window in WINDOWS for dim in DIMENSIONS] + [
     # rate now against its peak in the lookback: burst credits spent, a lower ceiling reached
     Record("fioscope:disk_step_down_ratio",
            "max_over_time(fioscope:disk_iops[%(stepDownLookback)s]) / clamp_min(fioscope:disk_iops, 1e-9) >= %(throttle_step_down_ratio)s\n"
@@ -208,9 +211,12 @@ def declared_limits(s: dict) -> list[Record]:
 
 def recording_rules(s: dict) -> dict:
     p = params(s)
-    # one group where rules build on each other: a group runs its rules in order, groups run independently
+    # a group runs its rules in order, so rules that build on each other share one; groups run in parallel and
+    # read each other's latest values (at most an interval old): the throttle tests read the iostat group's series,
+    # which keeps each group's evaluation short at fleet scale (bench/bench_fleet.py)
     groups = [
-        {"name": "fioscope-iostat", "rules": [r.render(p) for r in DISK + HELPERS + CEILINGS + declared_limits(s)]},
+        {"name": "fioscope-iostat", "rules": [r.render(p) for r in DISK + HELPERS]},
+        {"name": "fioscope-throttle", "rules": [r.render(p) for r in CEILINGS + declared_limits(s)]},
         # avg-cpu reads no disk series: its own group, evaluated beside the disk rules (a fleet's groups run in parallel)
         {"name": "fioscope-cpu", "rules": [r.render(p) for r in CPU]},
         {"name": "fioscope-disk-baseline", "interval": p["baselineInterval"], "rules": [r.render(p) for r in BASELINE]},

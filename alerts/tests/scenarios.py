@@ -390,6 +390,11 @@ VALUE_CHECKS = [
     {"expr": 'fioscope:disk_ceiling{host="s2",window="long"}', "eval_time": "40m",
      "exp_samples": [{"labels": f"fioscope:disk_ceiling{_labels({**_S2, 'window': 'long', 'dimension': d, 'unit': '/s'})}", "value": v}
                      for d, v in (("reads", 700), ("writes", 300))]},
+    # s2 capped: saturated (util 1, a deep queue) and slow in each direction
+    {"expr": 'round(fioscope:disk_slow_saturated_await_seconds{host="s2"}, 0.0001)', "eval_time": "40m",
+     "exp_samples": [{"labels": _labels({**_S2, "ddir": d}), "value": v} for d, v in (("read", 0.256), ("write", 0.256), ("all", 0.256))]},
+    # h1, a healthy NVMe: saturated with a deep queue, but at its normal await
+    {"expr": 'fioscope:disk_slow_saturated_await_seconds{host="h1"}', "eval_time": "40m", "exp_samples": []},
     # the layers above s8's capped leg: md0 (on vda) and dm-0 (on md0) know a device below them is at a ceiling
     {"expr": 'fioscope:disk_ceiling_below{host="s8",window="long"}', "eval_time": "40m",
      "exp_samples": [{"labels": "fioscope:disk_ceiling_below" + _labels({"host": "s8", "device": d, "window": "long"}), "value": 300}
