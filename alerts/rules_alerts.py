@@ -14,6 +14,8 @@ def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> s
             "{{ . | first | value | %s }}{{ else }}unknown{{ end }}") % (series, humanize)
 
 
+# where a disk alert was measured: the host (both scrape jobs' shared identity), else the scrape address
+HOST = "{{ with $labels.host }}{{ . }}{{ else }}{{ $labels.instance }}{{ end }}"
 FSYNC_RUN = 'fio_run_latency_seconds{%(fioSelector)s,ddir="sync",stage="lat",quantile="0.99"}'
 ON = "on (%(clusterLabels)sinstance, job, device)"
 
@@ -31,7 +33,7 @@ def ceilings_text(window: str) -> str:
 
 
 def throttle_desc(window: str) -> str:
-    return ("{{ $labels.device }} on {{ $labels.instance }} is throttled: " + ceilings_text(window)
+    return ("{{ $labels.device }} on " + HOST + " is throttled: " + ceilings_text(window)
             + "; util " + disk_value("fioscope:disk_util_ratio", "humanizePercentage")
             + ", queue " + disk_value("fioscope:disk_queue_size") + ", await {{ $value | humanizeDuration }}"
             " (the device's normal is " + disk_value("fioscope:disk_await_baseline_seconds", "humanizeDuration") + ").")
@@ -93,20 +95,20 @@ def alerts(s: dict) -> list[Alert]:
               f"fioscope:disk_step_down_ratio\nand {ON} fioscope:disk_ceiling{{window=\"short\"}}\n"
               'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{window="short"}',
               "throttled_after_burst", "Disk throttled after a burst (burst credits exhausted)",
-              "{{ $labels.device }} on {{ $labels.instance }}: burst credits exhausted: IOPS fell from ~"
+              "{{ $labels.device }} on " + HOST + ": burst credits exhausted: IOPS fell from ~"
               + disk_value("fioscope:disk_iops", around="max_over_time(%s[%%(stepDownLookback)s])") + " to ~"
               + disk_value("fioscope:disk_iops") + "/s ({{ $value | humanize }}x less) and stay flat: " + ceilings_text("short") + ".",
               "disk"),
         Alert("FioscopeDiskSaturated", "info", "fioscope:disk_util_ratio >= %(util_saturated_ratio)s", "saturated",
               "Disk busy all the time",
-              "{{ $labels.device }} on {{ $labels.instance }}: util {{ $value | humanizePercentage }}. "
+              "{{ $labels.device }} on " + HOST + ": util {{ $value | humanizePercentage }}. "
               "Informational: on devices that serve requests in parallel (NVMe, cloud volumes) util says little; see the throttling alert.",
               "disk"),
         # a layer above a capped disk (LVM on md on it) is as slow as the disk: the lowest layer pages
         Alert("FioscopeDiskLatencyAboveSla", "warning",
               f"({sla_expr(t)})\nunless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{{window=\"long\"}}", "latency_sla",
               "Disk latency above its SLA",
-              "{{ $labels.device }} on {{ $labels.instance }}: await {{ $value | humanizeDuration }}, above the SLA in alerts/config.yaml.",
+              "{{ $labels.device }} on " + HOST + ": await {{ $value | humanizeDuration }}, above the SLA in alerts/config.yaml.",
               "disk"),
         Alert("FioscopeDiskQueueExploding", "warning",
               # a long queue alone is demand: page only with its cost, await far above normal and no more throughput
@@ -116,7 +118,7 @@ def alerts(s: dict) -> list[Alert]:
               # a queue at a ceiling is the throttling alerts' story
               + f"\nunless {ON} fioscope:disk_ceiling",
               "queue", "Disk queue long and costly",
-              "{{ $labels.device }} on {{ $labels.instance }}: {{ $value | humanize }} requests in flight on average (aqu-sz), await "
+              "{{ $labels.device }} on " + HOST + ": {{ $value | humanize }} requests in flight on average (aqu-sz), await "
               + disk_value("fioscope:disk_await_seconds", "humanizeDuration") + " against a normal of "
               + disk_value("fioscope:disk_await_baseline_seconds", "humanizeDuration") + ", and no more IOPS than %(queueWindow)s ago.",
               "disk"),
@@ -124,7 +126,7 @@ def alerts(s: dict) -> list[Alert]:
               "fioscope:cpu_iowait_ratio > %(iowait_ratio)s\n"
               "and on (%(clusterLabels)sinstance, job) (fioscope:cpu_user_ratio + fioscope:cpu_system_ratio) < %(iowait_busy_cpu_ratio)s",
               "iowait", "CPUs waiting on storage",
-              "{{ $labels.instance }}: iowait {{ $value | humanizePercentage }} while user+system stay low: "
+              HOST + ": iowait {{ $value | humanizePercentage }} while user+system stay low: "
               "the workload is bound by storage.",
               "disk"),
         Alert("FioscopeWriteThroughputCliff", "warning",
@@ -169,7 +171,7 @@ def alerts(s: dict) -> list[Alert]:
     if t["disk_limits"]:
         result.append(Alert("FioscopeDiskAtProvisionedLimit", "info", "fioscope:disk_declared_limit_ratio >= %(at_limit_ratio)s",
                             "at_limit", "Disk at its provisioned limit",
-                            "{{ $labels.device }} on {{ $labels.instance }}: at {{ $value | humanizePercentage }} "
+                            "{{ $labels.device }} on " + HOST + ": at {{ $value | humanizePercentage }} "
                             "of the declared {{ $labels.limit }} (alerts/config.yaml).", "disk"))
     return result
 
