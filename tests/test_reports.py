@@ -282,6 +282,33 @@ def assert_one_line_failure(proc: subprocess.CompletedProcess, out: Path, *words
     assert not (out / "report.html").exists() and not list(out.glob("*.png")) if out.exists() else True
 
 
+def test_reports_read_the_annotation_as_the_exporter_does(sweep, tmp_path, caplog):
+    """Both report readers take the fioscope annotation through resultfile.Annotation: its target and tags
+    are used, and a malformed one skips its file with one warning naming it (the others still count)."""
+    from fioscope.reporting.iostat import load_fio_runs
+    from fioscope.reporting.results import load_results
+
+    _, results, _ = sweep
+    mixed = tmp_path / "results"
+    shutil.copytree(results, mixed)
+    first = sorted(mixed.glob("*.json"))[0]
+    doc = json.loads(first.read_text())
+    doc["fioscope"] = {**doc.get("fioscope", {}), "target": "tagged", "tags": {"build": "candidate"}}
+    (mixed / "zz-tagged.json").write_text(json.dumps(doc))
+    doc["fioscope"] = {**doc["fioscope"], "limits": {"read_iops": "lots"}}
+    (mixed / "zz-malformed.json").write_text(json.dumps(doc))
+    good = load_results(results)
+    with caplog.at_level("WARNING", logger="fioscope.report"):
+        samples = load_results(mixed)
+        runs = load_fio_runs(str(mixed))
+    tagged = [s for s in samples if s.workload.target == "tagged"]
+    assert len(samples) == len(good) + len(tagged) and tagged and all(s.tags == {"build": "candidate"} for s in tagged)
+    assert not [s for s in samples if "zz-malformed" in s.source]
+    assert {r.target for r in runs} >= {"tagged"} and len(runs) == len(load_fio_runs(str(results))) + len(tagged)
+    warnings = [r.getMessage() for r in caplog.records if "zz-malformed.json" in r.getMessage()]
+    assert len(warnings) == 2 and all("read_iops" in w for w in warnings), warnings
+
+
 def test_empty_results_dir(tmp_path):
     (tmp_path / "empty").mkdir()
     out = tmp_path / "out"

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import logging
 import math
 import re
 import shutil
@@ -51,12 +52,14 @@ from pathlib import Path
 import yaml
 
 from ..parser import split_documents
+from ..resultfile import RESULT_KEY, Annotation, ResultFileError
 from ..settings import load_settings, seconds
 from . import ReportError
 from .diagnosis import Firing, diagnosis_report, spans
 from .prometheus import Prometheus
 
 MAX_SAMPLE_GAP = 5.0
+log = logging.getLogger("fioscope.report")
 RULES_DIR = Path(__file__).resolve().parent / "rules"
 _LOCALE_FORMATS = ("%m/%d/%y %H:%M:%S", "%m/%d/%Y %H:%M:%S", "%m/%d/%y %I:%M:%S %p", "%m/%d/%Y %I:%M:%S %p")
 
@@ -225,7 +228,11 @@ def load_fio_runs(directory: str | None) -> list[FioRun]:
             continue
         doc = docs[-1]
         end = float(doc.get("timestamp_ms", 0)) / 1000 or float(doc.get("timestamp", 0))
-        note: dict = doc["fioscope"] if isinstance(doc.get("fioscope"), dict) else {}
+        try:
+            note = Annotation.from_json(doc.get(RESULT_KEY), RESULT_KEY)
+        except ResultFileError as exc:  # as the exporter: a malformed annotation skips its file, named in the log
+            log.warning("%s: skipped: %s", path, exc)
+            continue
         jobs: list[dict] = [j for j in doc.get("jobs", []) if isinstance(j, dict)]
         # wall-clock seconds the job lasted, ramp included (job_runtime adds up the numjobs clones)
         total = max((float(j.get("elapsed", 0) or 0) or float(j.get("job_runtime", 0)) / 1000 for j in jobs), default=0.0)
@@ -234,9 +241,9 @@ def load_fio_runs(directory: str | None) -> list[FioRun]:
             clat = {d: float(j[d]["clat_ns"]["percentile"]["99.000000"]) / 1e9 for d in ("read", "write", "trim")
                     if isinstance(j.get(d), dict) and j[d].get("total_ios")
                     and "99.000000" in (j[d].get("clat_ns", {}).get("percentile") or {})}
-            runs.append(FioRun(str(j.get("jobname", "")), str(note.get("target", "")), str(note.get("device", "")),
-                               end - total, end, float(p99) / 1e9 if p99 else None, note.get("limits") or {},
-                               clat, float(note.get("sla_latency_seconds") or 0)))
+            runs.append(FioRun(str(j.get("jobname", "")), note.target, note.device, end - total, end,
+                               float(p99) / 1e9 if p99 else None, note.limits.as_dict() if note.limits else {},
+                               clat, note.sla_latency_seconds))
     return runs
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..parser import split_documents
+from ..resultfile import RESULT_KEY, Annotation
 from . import ReportError
 
 log = logging.getLogger("fioscope.report")
@@ -155,7 +156,7 @@ def _load_file(path: Path) -> list[Sample]:
     if not docs:
         raise ValueError("not fio JSON output")
     doc = docs[-1]  # the final report; earlier ones are --status-interval snapshots
-    annotation: dict = doc["fioscope"] if isinstance(doc.get("fioscope"), dict) else {}
+    annotation = Annotation.from_json(doc.get(RESULT_KEY), RESULT_KEY)  # a malformed one skips the file, as the exporter does
     global_opts = {str(k): str(v) for k, v in (doc.get("global options") or {}).items()}
     entries = doc.get("client_stats") or doc.get("jobs") or []
     groups: dict[tuple[str, str], list[dict]] = {}
@@ -165,7 +166,7 @@ def _load_file(path: Path) -> list[Sample]:
     samples = []
     for (jobname, hostname), group in groups.items():
         options = {**global_opts, **{str(k): str(v) for k, v in (group[0].get("job options") or {}).items()}}
-        target = str(annotation.get("target") or options.get("directory") or options.get("filename") or "")
+        target = annotation.target or options.get("directory") or options.get("filename") or ""
         for ddir in DDIRS:
             sections = [e[ddir] for e in group if isinstance(e.get(ddir), dict) and e[ddir].get("total_ios")]
             if sections:
@@ -176,7 +177,7 @@ def _load_file(path: Path) -> list[Sample]:
 
 
 def _sample(sections: list[dict], workload: Workload, options: dict[str, str], entries: int, jobname: str,
-            source: str, annotation: dict) -> Sample:
+            source: str, annotation: Annotation) -> Sample:
     """fio's figures for one direction; several entries (numjobs without group_reporting) add up."""
     def num(section: dict, *keys: str) -> float:
         value: object = section
@@ -199,7 +200,7 @@ def _sample(sections: list[dict], workload: Workload, options: dict[str, str], e
         lat_mean=sum(num(s, "clat_ns", "mean") * n for s, n in zip(sections, ios)) / weight / 1e9,
         lat_sd=math.sqrt(sum(num(s, "clat_ns", "stddev") ** 2 * n for s, n in zip(sections, ios)) / weight) / 1e9,
         lat_p99=max(num(s, "clat_ns", "percentile", "99.000000") for s in sections) / 1e9,
-        tags={str(k): str(v) for k, v in (annotation.get("tags") or {}).items()} if isinstance(annotation.get("tags"), dict) else {},
+        tags=dict(annotation.tags),
     )
 
 
