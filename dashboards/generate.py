@@ -105,6 +105,11 @@ def datasource_var() -> db.DatasourceVariable:
             .current(dm.VariableOption(selected=True, text="Prometheus", value=PROVISIONED_DATASOURCE)))
 
 
+def per_device(*columns: tuple[str, str]) -> list[prometheus.Dataquery]:
+    """One query per iostat column (recorded series, legend prefix) on the selected devices, refs A, B, ..."""
+    return [query(f"{series}{{{DISK}}}", f"{legend} {{{{device}}}}", ref=chr(65 + i)) for i, (series, legend) in enumerate(columns)]
+
+
 def query_var(name: str, label: str, expr: str, multi: bool = True) -> db.QueryVariable:
     var = (db.QueryVariable(name).label(label).datasource(DS).query({"query": expr, "refId": name})
            .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED).sort(dm.VariableSort.ALPHABETICAL_ASC))
@@ -191,38 +196,28 @@ def disk_dashboard() -> db.Dashboard:
          .with_panel(ts("Utilisation (%util)", "percentunit", [query(f"fioscope:disk_util_ratio{{{DISK}}}", "{{host}} {{device}}")],
                         line=[(th["util_min_ratio"], "orange"), (T["util_saturated_ratio"], "red")],
                         description="Share of time with a request in flight. Meaningless on NVMe-style parallel devices (runbook)."))
-         .with_panel(ts("Merged requests (rrqm/s, wrqm/s)", "reqps", [
-             query(f"fioscope:disk_read_merges_per_second{{{DISK}}}", "rrqm/s {{device}}"),
-             query(f"fioscope:disk_write_merges_per_second{{{DISK}}}", "wrqm/s {{device}}", ref="B")])))
+         .with_panel(ts("Merged requests (rrqm/s, wrqm/s)", "reqps", per_device(
+             ("fioscope:disk_read_merges_per_second", "rrqm/s"), ("fioscope:disk_write_merges_per_second", "wrqm/s")))))
     d = (d.with_row(db.Row("IOPS"))
-         .with_panel(ts("IOPS (r/s, w/s, d/s, f/s)", "iops", [
-             query(f"fioscope:disk_read_iops{{{DISK}}}", "r/s {{device}}"),
-             query(f"fioscope:disk_write_iops{{{DISK}}}", "w/s {{device}}", ref="B"),
-             query(f"fioscope:disk_discard_iops{{{DISK}}}", "d/s {{device}}", ref="C"),
-             query(f"fioscope:disk_flush_iops{{{DISK}}}", "f/s {{device}}", ref="D")]))
+         .with_panel(ts("IOPS (r/s, w/s, d/s, f/s)", "iops", per_device(
+             ("fioscope:disk_read_iops", "r/s"), ("fioscope:disk_write_iops", "w/s"),
+             ("fioscope:disk_discard_iops", "d/s"), ("fioscope:disk_flush_iops", "f/s"))))
          .with_panel(ts("IOPS per scrape (flatness)", "iops", [query(f"fioscope:disk_iops:irate{{{DISK}}}", "{{host}} {{device}}")],
                         description="A capped disk shows a flat line at the cap; a healthy busy disk is noisy.")))
     d = (d.with_row(db.Row("Latency"))
-         .with_panel(ts("Latency (r_await, w_await, d_await, f_await)", "s", [
-             query(f"fioscope:disk_read_await_seconds{{{DISK}}}", "r_await {{device}}"),
-             query(f"fioscope:disk_write_await_seconds{{{DISK}}}", "w_await {{device}}", ref="B"),
-             query(f"fioscope:disk_discard_await_seconds{{{DISK}}}", "d_await {{device}}", ref="C"),
-             query(f"fioscope:disk_flush_await_seconds{{{DISK}}}", "f_await {{device}}", ref="D")],
+         .with_panel(ts("Latency (r_await, w_await, d_await, f_await)", "s", per_device(
+             ("fioscope:disk_read_await_seconds", "r_await"), ("fioscope:disk_write_await_seconds", "w_await"),
+             ("fioscope:disk_discard_await_seconds", "d_await"), ("fioscope:disk_flush_await_seconds", "f_await")),
              line=[(th["await_min_seconds"], "orange"), (sla, "red")], description=f"Dashed: the throttling floor and the {sla * 1000:g} ms SLA."))
-         .with_panel(ts("Await against the device's normal", "s", [
-             query(f"fioscope:disk_await_seconds{{{DISK}}}", "await {{device}}"),
-             query(f"fioscope:disk_await_baseline_seconds{{{DISK}}}", "normal {{device}}", ref="B")])))
+         .with_panel(ts("Await against the device's normal", "s", per_device(("fioscope:disk_await_seconds", "await"), ("fioscope:disk_await_baseline_seconds", "normal")))))
     d = (d.with_row(db.Row("Queue and request sizes"))
          .with_panel(ts("Queue (aqu-sz)", "short", [query(f"fioscope:disk_queue_size{{{DISK}}}", "{{host}} {{device}}")],
                         line=[(th["queue_min"], "orange"), (T["queue_size_exploding"], "red")]))
-         .with_panel(ts("Request sizes (rareq-sz, wareq-sz)", "bytes", [
-             query(f"fioscope:disk_read_request_size_bytes{{{DISK}}}", "rareq-sz {{device}}"),
-             query(f"fioscope:disk_write_request_size_bytes{{{DISK}}}", "wareq-sz {{device}}", ref="B")])))
+         .with_panel(ts("Request sizes (rareq-sz, wareq-sz)", "bytes", per_device(("fioscope:disk_read_request_size_bytes", "rareq-sz"), ("fioscope:disk_write_request_size_bytes", "wareq-sz")))))
     d = (d.with_row(db.Row("Traffic"))
-         .with_panel(ts("Throughput (rkB/s, wkB/s, dkB/s)", "Bps", [
-             query(f"fioscope:disk_read_bytes_per_second{{{DISK}}}", "read {{device}}"),
-             query(f"fioscope:disk_write_bytes_per_second{{{DISK}}}", "write {{device}}", ref="B"),
-             query(f"fioscope:disk_discard_bytes_per_second{{{DISK}}}", "discard {{device}}", ref="C")], w=24)))
+         .with_panel(ts("Throughput (rkB/s, wkB/s, dkB/s)", "Bps", per_device(
+             ("fioscope:disk_read_bytes_per_second", "read"), ("fioscope:disk_write_bytes_per_second", "write"),
+             ("fioscope:disk_discard_bytes_per_second", "discard")), w=24)))
     return d
 
 
