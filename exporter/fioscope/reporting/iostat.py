@@ -58,8 +58,9 @@ from . import ReportError
 from .diagnosis import Firing, diagnosis_report, spans
 from .prometheus import Prometheus
 
-MAX_SAMPLE_GAP = 5.0
 log = logging.getLogger("fioscope.report")
+
+MAX_SAMPLE_GAP = 5.0
 RULES_DIR = Path(__file__).resolve().parent / "rules"
 _LOCALE_FORMATS = ("%m/%d/%y %H:%M:%S", "%m/%d/%Y %H:%M:%S", "%m/%d/%y %I:%M:%S %p", "%m/%d/%Y %I:%M:%S %p")
 
