@@ -272,6 +272,25 @@ def test_comparison_same_directory_is_no_significant_difference(sweep, tmp_path)
     assert "no significant difference" in html and 'data-significant="true"' not in html
 
 
+def test_comparison_names_each_direction_with_its_own_depths():
+    """A p99 that fell at one depth and rose at others reads as both, worse first, never a blended "changed"
+    (the lab sweep of a capped disk: the cap binds from qd 4, qd 1 is as fast or faster)."""
+    from fioscope.reporting.comparison import conclusion
+
+    def row(depth, iops, p99):
+        return depth, {"iops": iops, "lat_p99": p99, "bw": iops}
+
+    rows = [row(1, (0.01, False), (-0.18, True)), row(4, (-0.15, True), (1.5, True)),
+            row(16, (-0.45, True), (4.0, True)), row(64, (-0.58, True), (15.0, True))]
+    assert conclusion(rows) == ("candidate 15–58 % lower IOPS at qd 4–64; "
+                                "150–1500 % higher p99 latency at qd 4–64, 18 % lower at qd 1; "
+                                "15–58 % lower bandwidth at qd 4–64")
+    # a range never claims a depth it skips
+    gaps = [row(1, (-0.2, True), (0, False)), row(4, (0.0, False), (0, False)), row(16, (-0.3, True), (0, False))]
+    assert conclusion(gaps) == "candidate 20–30 % lower IOPS at qd 1, 16; 20–30 % lower bandwidth at qd 1, 16"
+    assert conclusion([row(1, (0.01, False), (0.02, False))]) == "no significant difference"
+
+
 # ---- bad input: one line, non-zero, no traceback, no file ----------------------------------------
 
 def assert_one_line_failure(proc: subprocess.CompletedProcess, out: Path, *words: str) -> None:

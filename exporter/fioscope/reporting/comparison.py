@@ -36,19 +36,39 @@ def delta(base: Point, cand: Point, attr: str, spread: str) -> tuple[float, bool
     return (c - b) / b if b else 0.0, abs(c - b) > noise and c != b
 
 
+def _where(depths: list[int], tested: list[int]) -> str:
+    """``qd 4–64`` for a run of consecutive tested depths, else each depth: a range must not claim a depth it skips."""
+    if len(depths) == 1:
+        return f"at qd {depths[0]}"
+    first, last = tested.index(depths[0]), tested.index(depths[-1])
+    if tested[first:last + 1] == depths:
+        return f"at qd {depths[0]}–{depths[-1]}"
+    return "at qd " + ", ".join(map(str, depths))
+
+
+def _span(changes: list[float]) -> str:
+    lo, hi = min(abs(x) for x in changes) * 100, max(abs(x) for x in changes) * 100
+    return f"{lo:.0f} %" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f} %"
+
+
 def conclusion(rows: list[tuple[int, dict[str, tuple[float, bool]]]]) -> str:
+    """One phrase per metric and direction, e.g. ``150–1500 % higher p99 latency at qd 4–64, 18 % lower at qd 1``.
+
+    A metric that rose at some depths and fell at others says both, each with its own depths and
+    the worse direction first: a reader must see where the candidate is worse, not a blended "changed".
+    """
+    tested = [depth for depth, _ in rows]
     parts = []
-    for attr, _, label, _higher_better in METRICS:
-        sig = [(depth, d[attr][0]) for depth, d in rows if d[attr][1]]
-        if not sig:
-            continue
-        lo, hi = min(abs(x) for _, x in sig) * 100, max(abs(x) for _, x in sig) * 100
-        signs = {x > 0 for _, x in sig}
-        direction = "changed" if len(signs) > 1 else ("higher" if signs == {True} else "lower")
-        span = f"{lo:.0f} %" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f} %"
-        depths = sorted(d for d, _ in sig)
-        where = f"at qd {depths[0]}" if len(depths) == 1 else f"at qd {depths[0]}–{depths[-1]}"
-        parts.append(f"{span} {direction} {label} {where}")
+    for attr, _, label, higher_better in METRICS:
+        phrases = []
+        worse_first = (("lower", False), ("higher", True)) if higher_better else (("higher", True), ("lower", False))
+        for word, rose in worse_first:
+            sig = [(depth, d[attr][0]) for depth, d in rows if d[attr][1] and (d[attr][0] > 0) == rose]
+            if sig:
+                named = f"{word} {label}" if not phrases else word
+                phrases.append(f"{_span([x for _, x in sig])} {named} {_where([d for d, _ in sig], tested)}")
+        if phrases:
+            parts.append(", ".join(phrases))
     return "candidate " + "; ".join(parts) if parts else "no significant difference"
 
 
