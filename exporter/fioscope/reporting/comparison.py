@@ -60,7 +60,7 @@ def conclusion(rows: list[tuple[int, dict[str, tuple[float, bool]]]]) -> str:
     tested = [depth for depth, _ in rows]
     parts = []
     for attr, _, label, higher_better in METRICS:
-        phrases = []
+        phrases: list[str] = []
         worse_first = (("lower", False), ("higher", True)) if higher_better else (("higher", True), ("lower", False))
         for word, rose in worse_first:
             sig = [(depth, d[attr][0]) for depth, d in rows if d[attr][1] and (d[attr][0] > 0) == rose]
