@@ -65,8 +65,8 @@ def sample(metrics: dict, name: str, **labels) -> float:
 class Exporter:
     """``fioscope serve`` as a real subprocess on a free loopback port."""
 
-    def __init__(self, tmp: Path, config: Path | None = None, results: Path | None = None):
-        self.port = free_port()
+    def __init__(self, tmp: Path, config: Path | None = None, results: Path | None = None, port: int | None = None):
+        self.port = port or free_port()
         self.results = results or tmp / "results"
         self.results.mkdir(parents=True, exist_ok=True)
         self.log = tmp / f"exporter-{self.port}.log"

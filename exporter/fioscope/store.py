@@ -57,6 +57,7 @@ class Published:
 class HistogramState:
     buckets: list[int] = field(default_factory=lambda: [0] * (len(BUCKET_BOUNDS) + 1))
     sum_seconds: float = 0.0
+    held: bool = False  # new since the last scrape: shown at zero once (see Store.snapshot)
 
 
 @dataclass
@@ -70,6 +71,7 @@ class JobState:
     runs: int = 0
     failures: int = 0
     version: int = 0  # bumped on every change, so a scrape re-renders only changed jobs
+    counters_held: bool = False  # new since the last scrape: runs and failures shown at zero once
 
 
 @dataclass
@@ -104,6 +106,7 @@ class Store:
         self._published: set[str] = set()  # paths whose result is published
         self._devices: dict[str, str] = {}  # directory -> device, for one scan
         self._dir_missing = False
+        self._scraped = False  # a scrape has seen the store: series new after it start at zero
         # the runner and the scan loop may both see a new file: one ingests it, once
         self._ingest_lock = threading.Lock()
 
@@ -233,7 +236,9 @@ class Store:
 
     def _apply(self, contributions: list[_JobContribution]) -> None:
         for c in contributions:
-            state = self.jobs.setdefault(c.key, JobState())
+            state = self.jobs.get(c.key)
+            if state is None:
+                state = self.jobs[c.key] = JobState(counters_held=self._scraped)
             state.runs += 1
             state.version += 1
             if c.failed:
@@ -245,7 +250,9 @@ class Store:
                 continue
             hists = self.histograms.setdefault(c.key, {})
             for hkey, (counts, total) in c.histograms.items():
-                hist = hists.setdefault(hkey, HistogramState())
+                hist = hists.get(hkey)
+                if hist is None:
+                    hist = hists[hkey] = HistogramState(held=self._scraped)
                 hist.buckets = [a + b for a, b in zip(hist.buckets, counts)]
                 hist.sum_seconds += total
             if state.last is None or c.published.end_timestamp >= state.last.end_timestamp:
@@ -297,12 +304,34 @@ class Store:
         """Copies taken under the lock, so a scrape never sees half an update.
 
         Histograms are copied only for jobs whose version differs from ``unchanged``.
+
+        A counter or histogram that appears after the first scrape is shown at zero in the
+        next snapshot and with its counts from the one after: ``rate()`` and ``increase()``
+        cannot see an increase from nothing, so without the zero a result's first run (and a
+        job's first failure) would count nowhere. The first snapshot after a start shows the
+        totals at once: Prometheus saw them before the restart, and a zero would read as a reset.
         """
         unchanged = unchanged or {}
         with self._lock:
-            jobs = {key: JobState(**vars(s)) for key, s in self.jobs.items()}
-            hists = {key: {h: HistogramState(list(s.buckets), s.sum_seconds) for h, s in by_stage.items()}
-                     for key, by_stage in self.histograms.items() if unchanged.get(key) != jobs[key].version}
+            self._scraped = True
+            jobs: dict[JobKey, JobState] = {}
+            hists: dict[JobKey, dict[HistKey, HistogramState]] = {}
+            for key, state in self.jobs.items():
+                shown = jobs[key] = JobState(**vars(state))
+                if state.counters_held:
+                    shown.runs = shown.failures = 0
+                    state.counters_held = False
+                    state.version += 1  # so the next scrape renders the real counts
+                if unchanged.get(key) == shown.version:
+                    continue
+                hists[key] = {}
+                for hkey, hist in self.histograms.get(key, {}).items():
+                    if hist.held:
+                        hists[key][hkey] = HistogramState()
+                        hist.held = False
+                        state.version += 1
+                    else:
+                        hists[key][hkey] = HistogramState(list(hist.buckets), hist.sum_seconds)
         return jobs, hists
 
     def health(self) -> dict[str, float]:

@@ -1,0 +1,60 @@
+"""A result's first run counts in Prometheus, and a restart counts nothing twice.
+
+``rate()`` and ``increase()`` see only increases between two samples, so a counter or histogram
+that appears with its first run already in it counts nowhere: the cross-run fsync p99 and
+``FioscopeFioRunFailed`` would ignore every (target, job)'s first result. The exporter shows a
+series that is new since the last scrape at zero once. Real fio, real exporter, real Prometheus.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from conftest import Exporter, require
+from fleet_helpers import NodeExporter, Prometheus, wait_for
+from stack_helpers import fioscope_run
+from test_fleet import fleet_overrides, running  # noqa: F401 - the fixture
+
+SYNC = 'jobname="etcd-wal",ddir="sync",stage="lat"'
+
+
+def test_first_run_counts_and_a_restart_counts_nothing_twice(tmp_path, running):  # noqa: F811 - the fixture
+    require("fio")
+    exporter = Exporter(tmp_path)
+    running.append(exporter)
+    node = NodeExporter(tmp_path / "node.log", device_include="^vda$")
+    running.append(node)
+    prom = Prometheus(tmp_path / "prom", fleet_overrides(tmp_path / "hosts", node.port, exporter.port))
+    running.append(prom)
+    wait_for(lambda: prom.client.value('up{job="fioscope"}') == 1, 15, what="the exporter scraped")
+
+    target = tmp_path / "target"
+    target.mkdir()
+    proc = fioscope_run("run", "etcd-wal", "--target.dir", str(target), "--results.dir", str(exporter.results), "--env", "SIZE=2m")
+    assert proc.returncode in (0, 1), proc.stderr  # 1: this disk may be too slow for etcd; the run is what counts
+    [result] = [json.loads(p.read_text()) for p in exporter.results.glob("etcd-wal*.json")]
+    fdatasyncs = result["jobs"][0]["sync"]["lat_ns"]["N"]
+    fio_p99 = result["jobs"][0]["sync"]["lat_ns"]["percentile"]["99.000000"] / 1e9
+
+    wait_for(lambda: prom.client.value(f"fio_latency_seconds_count{{{SYNC}}}") == fdatasyncs, 20, what="the run's histogram scraped")
+    # the zero before it was scraped too: the first run is an increase, in the run count and in the histogram
+    assert prom.client.value('min_over_time(fio_runs_total{jobname="etcd-wal"}[1m])') == 0
+    assert prom.client.value(f"min_over_time(fio_latency_seconds_count{{{SYNC}}}[1m])") == 0
+    assert prom.client.value('increase(fio_runs_total{jobname="etcd-wal"}[1m])') >= 1
+    assert prom.client.value(f"increase(fio_latency_seconds_count{{{SYNC}}}[1m])") >= fdatasyncs
+    p99 = prom.client.value(f"histogram_quantile(0.99, sum by (le) (rate(fio_latency_seconds_bucket{{{SYNC}}}[1m])))")
+    print(f"\n[first run] {fdatasyncs} fdatasyncs; p99 from the first run's histogram {p99 * 1000:.3f} ms, fio's {fio_p99 * 1000:.3f} ms")
+    assert abs(p99 - fio_p99) <= 0.1 * fio_p99
+
+    # a restart shows the same totals at once: Prometheus sees no reset and no new increase
+    exporter.stop()
+    stopped = time.time()
+    restarted = Exporter(tmp_path, results=exporter.results, port=exporter.port)
+    running.append(restarted)
+    wait_for(lambda: (prom.client.value('fioscope_last_scan_timestamp_seconds{job="fioscope"}') or 0) > stopped, 15,
+             what="the restarted exporter scraped")
+    time.sleep(3)  # and scraped again: a zero shown once would sit between the two
+    for series in ('fio_runs_total{jobname="etcd-wal"}', f"fio_latency_seconds_count{{{SYNC}}}"):
+        assert prom.client.value(f"resets({series}[1m])") == 0, series
+        assert prom.client.value(f"min_over_time({series}[5s])") == prom.client.value(series), series
