@@ -1,7 +1,8 @@
 """The recording rules against `iostat -x -o JSON`, on a real disk under real fio load.
 
-Real node_exporter -> real Prometheus (the repository's rules, 1 s scrapes, 20 s rate
-window) against iostat sampling the same 20 s on the same lab loop disk. Every iostat -x
+Real node_exporter -> real Prometheus (the repository's rules, 1 s scrapes, 40 s rate
+window) against iostat sampling the same 40 s on the same lab loop disk (root; part of the
+end-to-end suite, `pytest -m e2e`: it loads a disk for about 90 s). Every iostat -x
 column and the avg-cpu figures must agree within 5 %, or within a small absolute
 tolerance near zero (iostat prints two decimals). Per-request columns of a direction with
 fewer than MIN_REQUESTS requests in the window (sparse flushes) only have to be of the
@@ -16,6 +17,8 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from conftest import FIXTURES
 from fioscope.jobs import load_job
@@ -102,6 +105,7 @@ def sample_agreement(tmp_path, disk, load_args: list[str], runtime: int = 2 * WI
         stack.stop()
 
 
+@pytest.mark.e2e
 def test_recording_rules_agree_with_iostat(tmp_path):
     require_root_lab()
     from fioscope import lab
