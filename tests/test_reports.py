@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -289,6 +290,9 @@ def test_comparison_names_each_direction_with_its_own_depths():
     gaps = [row(1, (-0.2, True), (0, False)), row(4, (0.0, False), (0, False)), row(16, (-0.3, True), (0, False))]
     assert conclusion(gaps) == "candidate 20–30 % lower IOPS at qd 1, 16; 20–30 % lower bandwidth at qd 1, 16"
     assert conclusion([row(1, (0.01, False), (0.02, False))]) == "no significant difference"
+    # a small significant change is not "0 %"; a change from a zero baseline has a direction
+    assert conclusion([row(1, (-0.004, True), (math.inf, True))]) == \
+        "candidate 0.4 % lower IOPS at qd 1; ∞ % higher p99 latency at qd 1; 0.4 % lower bandwidth at qd 1"
 
 
 # ---- bad input: one line, non-zero, no traceback, no file ----------------------------------------

@@ -121,6 +121,7 @@ def cmd_serve(args) -> int:
     config.results_dir.mkdir(parents=True, exist_ok=True)
     store = Store(config)
     store.scan()
+    store.hold_new_series()
     stop = threading.Event()
     runner = Runner(config, store)
     scan_loop = ScanLoop(store, config.scan_interval_seconds, stop)

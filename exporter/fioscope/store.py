@@ -106,7 +106,7 @@ class Store:
         self._published: set[str] = set()  # paths whose result is published
         self._devices: dict[str, str] = {}  # directory -> device, for one scan
         self._dir_missing = False
-        self._scraped = False  # a scrape has seen the store: series new after it start at zero
+        self._hold_new = False  # set once the startup scan is published: series new after it start at zero
         # the runner and the scan loop may both see a new file: one ingests it, once
         self._ingest_lock = threading.Lock()
 
@@ -238,7 +238,7 @@ class Store:
         for c in contributions:
             state = self.jobs.get(c.key)
             if state is None:
-                state = self.jobs[c.key] = JobState(counters_held=self._scraped)
+                state = self.jobs[c.key] = JobState(counters_held=self._hold_new)
             state.runs += 1
             state.version += 1
             if c.failed:
@@ -252,7 +252,7 @@ class Store:
             for hkey, (counts, total) in c.histograms.items():
                 hist = hists.get(hkey)
                 if hist is None:
-                    hist = hists[hkey] = HistogramState(held=self._scraped)
+                    hist = hists[hkey] = HistogramState(held=self._hold_new)
                 hist.buckets = [a + b for a, b in zip(hist.buckets, counts)]
                 hist.sum_seconds += total
             if state.last is None or c.published.end_timestamp >= state.last.end_timestamp:
@@ -266,7 +266,7 @@ class Store:
         now = time.time()
         with self._lock:
             for name in jobnames:
-                state = self.jobs.setdefault((target, name, ""), JobState(device=device))
+                state = self.jobs.setdefault((target, name, ""), JobState(device=device, counters_held=self._hold_new))
                 state.running, state.live, state.start_timestamp = True, None, now
                 state.device = device or state.device
                 state.version += 1
@@ -293,27 +293,34 @@ class Store:
         now = time.time()
         with self._lock:
             for name in jobnames:
-                state = self.jobs.setdefault((target, name, ""), JobState())
+                state = self.jobs.setdefault((target, name, ""), JobState(counters_held=self._hold_new))
                 state.running, state.live = False, None
                 state.end_timestamp = now
                 state.version += 1
 
     # ---- for the collector -------------------------------------------------------------
+    def hold_new_series(self) -> None:
+        """From now on a new counter or histogram is shown at zero once (see ``snapshot``).
+
+        Called after the startup scan: what it read is shown with its totals at once, since
+        Prometheus saw them before the restart and a zero would read as a counter reset.
+        """
+        with self._lock:
+            self._hold_new = True
+
     def snapshot(self, unchanged: dict[JobKey, int] | None = None
                  ) -> tuple[dict[JobKey, JobState], dict[JobKey, dict[HistKey, HistogramState]]]:
         """Copies taken under the lock, so a scrape never sees half an update.
 
         Histograms are copied only for jobs whose version differs from ``unchanged``.
 
-        A counter or histogram that appears after the first scrape is shown at zero in the
-        next snapshot and with its counts from the one after: ``rate()`` and ``increase()``
+        A counter or histogram that appears after ``hold_new_series()`` is shown at zero in
+        the next snapshot and with its counts from the one after: ``rate()`` and ``increase()``
         cannot see an increase from nothing, so without the zero a result's first run (and a
-        job's first failure) would count nowhere. The first snapshot after a start shows the
-        totals at once: Prometheus saw them before the restart, and a zero would read as a reset.
+        job's first failure) would count nowhere.
         """
         unchanged = unchanged or {}
         with self._lock:
-            self._scraped = True
             jobs: dict[JobKey, JobState] = {}
             hists: dict[JobKey, dict[HistKey, HistogramState]] = {}
             for key, state in self.jobs.items():

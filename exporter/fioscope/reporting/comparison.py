@@ -33,7 +33,8 @@ def delta(base: Point, cand: Point, attr: str, spread: str) -> tuple[float, bool
     """Relative change of ``attr`` and whether it exceeds the run-to-run spread."""
     b, c = getattr(base, attr), getattr(cand, attr)
     noise = SIGNIFICANCE * math.hypot(getattr(base, spread), getattr(cand, spread))
-    return (c - b) / b if b else 0.0, abs(c - b) > noise and c != b
+    change = (c - b) / b if b else (math.inf if c > b else 0.0)  # from nothing: no finite ratio, but a direction
+    return change, abs(c - b) > noise and c != b
 
 
 def _where(depths: list[int], tested: list[int]) -> str:
@@ -46,9 +47,14 @@ def _where(depths: list[int], tested: list[int]) -> str:
     return "at qd " + ", ".join(map(str, depths))
 
 
+def _percent(value: float) -> str:
+    """Whole percent, one decimal below 1 % (a significant change never reads "0 %"), ∞ from a zero baseline."""
+    return "∞" if math.isinf(value) else f"{value:.1f}" if value < 1 else f"{value:.0f}"
+
+
 def _span(changes: list[float]) -> str:
-    lo, hi = min(abs(x) for x in changes) * 100, max(abs(x) for x in changes) * 100
-    return f"{lo:.0f} %" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f} %"
+    lo, hi = _percent(min(abs(x) for x in changes) * 100), _percent(max(abs(x) for x in changes) * 100)
+    return f"{lo} %" if lo == hi else f"{lo}–{hi} %"
 
 
 def conclusion(rows: list[tuple[int, dict[str, tuple[float, bool]]]]) -> str:
