@@ -14,6 +14,7 @@ import time
 from conftest import Exporter, require
 from fleet_helpers import NodeExporter, Prometheus, wait_for
 from stack_helpers import fioscope_run
+from test_exporter import write_config
 from test_fleet import fleet_overrides, running  # noqa: F401 - the fixture
 
 SYNC = 'jobname="etcd-wal",ddir="sync",stage="lat"'
@@ -63,20 +64,11 @@ def test_first_run_counts_and_a_restart_counts_nothing_twice(tmp_path, running):
 def test_scheduled_first_run_is_shown_at_zero_first_even_if_no_scrape_saw_it_running(tmp_path, exporter_factory):
     """A scheduled etcd-wal run lasts well under a second: no scrape need see it running at 0."""
     require("fio")
-    target = tmp_path / "target"
-    target.mkdir()
-    config = tmp_path / "fioscope.yaml"
-    config.write_text(f"""
-results_dir: {tmp_path / 'results'}
-scan_interval: 1s
-targets:
-  - name: disk
-    directory: {target}
-schedule:
+    config, _ = write_config(tmp_path, """
   - job: etcd-wal
     target: disk
     start_delay: 1s
-    env: {{SIZE: 1m}}
+    env: {SIZE: 1m}
 """)
     exporter = exporter_factory(config=config)
     wait_for(lambda: [p for p in exporter.results.glob("etcd-wal*.json") if not p.name.endswith(".failure.json")], 30,
