@@ -209,11 +209,13 @@ def disk_dashboard() -> db.Dashboard:
              ("fioscope:disk_read_await_seconds", "r_await"), ("fioscope:disk_write_await_seconds", "w_await"),
              ("fioscope:disk_discard_await_seconds", "d_await"), ("fioscope:disk_flush_await_seconds", "f_await")),
              line=[(th["await_min_seconds"], "orange"), (sla, "red")], description=f"Dashed: the throttling floor and the {sla * 1000:g} ms SLA."))
-         .with_panel(ts("Await against the device's normal", "s", per_device(("fioscope:disk_await_seconds", "await"), ("fioscope:disk_await_baseline_seconds", "normal")))))
+         .with_panel(ts("Await against the device's normal", "s", per_device(
+             ("fioscope:disk_await_seconds", "await"), ("fioscope:disk_await_baseline_seconds", "normal")))))
     d = (d.with_row(db.Row("Queue and request sizes"))
          .with_panel(ts("Queue (aqu-sz)", "short", [query(f"fioscope:disk_queue_size{{{DISK}}}", "{{host}} {{device}}")],
                         line=[(th["queue_min"], "orange"), (T["queue_size_exploding"], "red")]))
-         .with_panel(ts("Request sizes (rareq-sz, wareq-sz)", "bytes", per_device(("fioscope:disk_read_request_size_bytes", "rareq-sz"), ("fioscope:disk_write_request_size_bytes", "wareq-sz")))))
+         .with_panel(ts("Request sizes (rareq-sz, wareq-sz)", "bytes", per_device(
+             ("fioscope:disk_read_request_size_bytes", "rareq-sz"), ("fioscope:disk_write_request_size_bytes", "wareq-sz")))))
     d = (d.with_row(db.Row("Traffic"))
          .with_panel(ts("Throughput (rkB/s, wkB/s, dkB/s)", "Bps", per_device(
              ("fioscope:disk_read_bytes_per_second", "read"), ("fioscope:disk_write_bytes_per_second", "write"),

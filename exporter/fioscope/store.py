@@ -57,7 +57,7 @@ class Published:
 class HistogramState:
     buckets: list[int] = field(default_factory=lambda: [0] * (len(BUCKET_BOUNDS) + 1))
     sum_seconds: float = 0.0
-    held: bool = False  # new since the last scrape: shown at zero once (see Store.snapshot)
+    held: bool = False  # new since the startup scan: shown at zero once (see Store.snapshot)
 
 
 @dataclass
@@ -71,7 +71,7 @@ class JobState:
     runs: int = 0
     failures: int = 0
     version: int = 0  # bumped on every change, so a scrape re-renders only changed jobs
-    counters_held: bool = False  # new since the last scrape: runs and failures shown at zero once
+    counters_held: bool = False  # new since the startup scan: runs and failures shown at zero once
 
 
 @dataclass
