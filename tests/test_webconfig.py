@@ -11,9 +11,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import warnings
 from pathlib import Path
 
+import bcrypt
 import pytest
 import yaml
 from conftest import free_port, wait_for
@@ -22,11 +22,7 @@ PASSWORD = "correct horse battery staple"
 
 
 def bcrypt_hash(password: str) -> str:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        import crypt
-
-    return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1024)).replace("$2b$", "$2y$")  # htpasswd's prefix
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt(10)).decode().replace("$2b$", "$2y$")  # htpasswd's prefix
 
 
 @pytest.fixture(scope="module")

@@ -30,9 +30,10 @@ import logging
 import ssl
 import tempfile
 import threading
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import bcrypt
 
 from .config import ConfigError, mapping, read_yaml
 
@@ -56,16 +57,15 @@ _DUMMY_HASH = "$2b$10$aqXdxx9smPfUePgGFMzgBOcRW74ROTUalT1ZRJZJS.MgHuYZp0n0W"
 
 
 def _bcrypt(password: str, hashed: str) -> str:
+    """bcrypt of ``password`` with the salt and cost of ``hashed``; "" if ``hashed`` is not a bcrypt hash.
+
+    The ``bcrypt`` package, not the ``crypt`` module (gone in Python 3.13). As libxcrypt did, a
+    password counts up to 72 bytes (bcrypt >= 5 refuses longer ones instead of cutting them).
+    """
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            import crypt  # libxcrypt: $2a$/$2b$/$2y$
-
-        return crypt.crypt(password, hashed) or ""
-    except ImportError:  # Python >= 3.13
-        import bcrypt  # type: ignore[import-not-found]
-
-        return bcrypt.hashpw(password.encode(), hashed.encode()).decode()
+        return bcrypt.hashpw(password.encode("utf-8", "surrogatepass")[:72], hashed.encode()).decode()
+    except (ValueError, UnicodeEncodeError):
+        return ""
 
 
 @dataclass
