@@ -18,14 +18,15 @@ Example::
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import yaml
+from fioscope_mixin import units
+from fioscope_mixin.units import UnitError
+from fioscope_mixin.yamlfile import YamlError, load_yaml
 
 from .resources import profiles_dir
 
@@ -133,12 +134,6 @@ class Config:
         return None
 
 
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(us|ms|s|m|h)?\s*$")
-_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600, None: 1}
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]i?)?[bB]?\s*$")
-_SIZE_UNITS = {None: 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
-
-
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -159,30 +154,19 @@ def expand_env(text: str, where: str = "") -> str:
 
 
 def parse_duration(value, where: str, positive: bool = False) -> float:
-    """``90``, ``"90s"``, ``"15m"``, ``"30ms"`` -> seconds (finite; > 0 where ``positive``)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        seconds = float(value)
-    else:
-        m = _DURATION.match(str(value))
-        if not m:
-            raise ConfigValueError(f"{where}: {value!r} is not a duration (e.g. 30s, 15m, 10ms)")
-        seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    if not math.isfinite(seconds) or seconds > 10 * 365 * 86400:
-        raise ConfigValueError(f"{where}: {value!r} is not a finite duration")
-    if positive and seconds <= 0:
-        raise ConfigValueError(f"{where}: {value!r} must be more than 0")
-    return seconds
+    """``90``, ``"90s"``, ``"1h30m"``, ``"1d"``, ``"30ms"`` -> seconds, by the one duration parser (fioscope_mixin.units)."""
+    try:
+        return units.parse_duration(value, positive=positive)
+    except UnitError as exc:
+        raise ConfigValueError(f"{where}: {exc}") from None
 
 
 def parse_rate(value, where: str) -> float:
-    """``700``, ``"100MiB"``, ``"1.5G"`` -> a number (per second)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 and math.isfinite(value):
-        return float(value)
-    m = _SIZE.match(str(value))
-    if not m:
-        raise ConfigValueError(f"{where}: {value!r} is not a number (e.g. 700, 100MiB)")
-    unit = m.group(2).lower() if m.group(2) else None
-    return float(m.group(1)) * _SIZE_UNITS[unit]
+    """A declared limit: ``700``, ``"100MiB"``, ``"125MB/s"`` -> a number per second (a bare k/M/G is 1000-based)."""
+    try:
+        return units.parse_size(value, kilo=1000)
+    except UnitError:
+        raise ConfigValueError(f"{where}: {value!r} is not a number (e.g. 700, 100MiB, 125MB/s) up to 1EiB") from None
 
 
 def mapping(value, where: str, error: type[ConfigError] = ConfigValueError) -> dict:
@@ -208,19 +192,6 @@ def parse_limits(data, where: str) -> Limits:
     if not isinstance(independent, bool):
         raise ConfigValueError(f"{where}.independent: must be true or false")
     return Limits(independent=independent, **{k: parse_rate(v, f"{where}.{k}") for k, v in data.items()})
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A duplicate key is an error, not "the last one wins"."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: set = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, (str, int, float, bool)) and key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
 
 
 def _list(value, where: str) -> list:
@@ -264,15 +235,12 @@ def load_config(path: str | Path | None, results_dir: str | None = None) -> Conf
 
 
 def read_yaml(path: Path, error: type[ConfigError] = ConfigFileError):
-    """A YAML file's content; ``error`` (one line naming the file) if unreadable, not YAML or with a duplicate key."""
+    """A YAML file's content by the one YAML loader; ``error`` (one line naming the file) if unreadable,
+    not YAML or with a duplicate key."""
     try:
-        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader that refuses duplicate keys
-    except OSError as exc:
-        raise error(f"{path}: cannot read: {exc.strerror}") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise error(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        return load_yaml(path)
+    except YamlError as exc:
+        raise error(str(exc)) from None
 
 
 def _parse_config(path: Path) -> Config:

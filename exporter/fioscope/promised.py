@@ -12,23 +12,21 @@ IOPS = min(ReadIOPS/(1-a), WriteIOPS/a).
 from __future__ import annotations
 
 import math
-import re
+
+from fioscope_mixin.units import UnitError, parse_size
 
 from .config import Limits
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
-# fio's size suffixes are powers of two (kb_base=1024 default)
-_UNITS = {None: 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-
 
 def fio_size_bytes(value: str) -> float:
-    """fio's ``bs`` (``4k``, ``2300``, ``4M``; first of a ``r,w`` pair) -> bytes."""
-    first = value.split(",")[0].split(":")[0]
-    m = _SIZE.match(first)
-    if not m:
+    """fio's ``bs`` (``4k``, ``2300``, ``4M``; first of a ``r,w`` pair) -> bytes, 0 if unreadable.
+
+    fio's own options: a bare k/M is 1024-based (its ``kb_base=1024`` default).
+    """
+    try:
+        return parse_size(value.split(",")[0].split(":")[0], kilo=1024)
+    except UnitError:
         return 0.0
-    unit = m.group(2)[0].lower() if m.group(2) else None
-    return float(m.group(1)) * _UNITS[unit]
 
 
 def write_share(options: dict[str, str]) -> float | None:

@@ -17,8 +17,10 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from fioscope_mixin.units import UnitError, parse_duration
+
 from .config import ConfigError
-from .jobs import JobFile
+from .jobs import JobFile, JobFileError
 from .model import RunResult
 
 _SECTION = re.compile(r"^\s*\[(.+)\]\s*$")
@@ -67,11 +69,14 @@ def expand(job_text: str, depths: list[int], repeats: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def _seconds(value: str) -> float:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", value or "0")
-    if not m:
-        return 0.0
-    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+def _planned_seconds(jobfile: JobFile, jobname: str, option: str) -> float:
+    """A job's ``runtime``/``ramp_time`` (fio: bare seconds or a unit, ``1d`` too); a value that is not one is refused
+    here, naming the job file, rather than by fio after the sweep was laid out."""
+    value = jobfile.option(jobname, option) or "0"
+    try:
+        return parse_duration(value)
+    except UnitError as exc:
+        raise JobFileError(f"{jobfile.path}: [{jobname}] {option}: {exc}") from None
 
 
 def _fmt(seconds: float) -> str:
@@ -86,7 +91,7 @@ class Progress:
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() and not os.environ.get("CI")
         self.names = jobfile.jobnames
-        self.planned = {n: _seconds(jobfile.option(n, "runtime")) + _seconds(jobfile.option(n, "ramp_time")) for n in self.names}
+        self.planned = {n: _planned_seconds(jobfile, n, "runtime") + _planned_seconds(jobfile, n, "ramp_time") for n in self.names}
         self.sequential = any("stonewall" in jobfile.sections.get(n, {}) or "stonewall" in jobfile.sections.get("global", {})
                               for n in self.names)
         self.started = time.monotonic()

@@ -33,7 +33,7 @@ def parse_duration(value: object, *, positive: bool = False) -> float:
     if isinstance(value, bool):
         raise UnitError(f"{value!r} is not a duration (e.g. 30s, 1h30m, 10ms)")
     if isinstance(value, (int, float)):
-        seconds = float(value)
+        seconds = _float(value)
     else:
         text = str(value).strip()
         seconds = _duration_text(text)
@@ -53,6 +53,14 @@ def _duration_text(text: str) -> float:
         raise UnitError(f"{text!r} is not a duration (e.g. 30s, 1h30m, 10ms)")
     number = float(m.group(1) + (f"e{m.group(2)}" if m.group(2) else ""))
     return number * _DURATION_UNITS[m.group(3) or "s"]
+
+
+def _float(number: int | float) -> float:
+    """A YAML/JSON number as float; an integer too large for one (400 digits) is infinite, refused by the range check."""
+    try:
+        return float(number)
+    except OverflowError:
+        return math.inf
 
 
 def format_duration(seconds: float) -> str:
@@ -88,7 +96,7 @@ def parse_size(value: object, *, kilo: int = 1024) -> float:
     if isinstance(value, bool):
         raise UnitError(f"{value!r} is not a size (e.g. 4k, 1MiB, 125MB/s)")
     if isinstance(value, (int, float)):
-        size = float(value)
+        size = _float(value)
     else:
         m = _SIZE.fullmatch(str(value).strip())
         if not m:

@@ -49,11 +49,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+from fioscope_mixin.units import UnitError, parse_duration
+from fioscope_mixin.yamlfile import YamlError, load_yaml
 
 from ..parser import split_documents
 from ..resultfile import RESULT_KEY, Annotation, ResultFileError
-from ..settings import load_settings, seconds
+from ..settings import load_settings
 from . import ReportError
 from .diagnosis import Firing, diagnosis_report, spans
 from .prometheus import Prometheus
@@ -380,23 +381,32 @@ def evaluate_recording(prom: Prometheus, rule: dict, start: float, end: float,
 
 
 def _load_rules(name: str) -> list[dict]:
+    """The rule groups of a shipped rule file, by the one YAML loader; every alert's ``for:`` checked up front."""
     path = RULES_DIR / name
     try:
-        return (yaml.safe_load(path.read_text()) or {}).get("groups", [])
-    except (OSError, yaml.YAMLError) as exc:
-        raise ReportError(f"{path}: cannot read the rules: {exc}") from None
+        data = load_yaml(path)
+    except YamlError as exc:
+        raise ReportError(f"cannot read the rules: {exc}") from None
+    groups = (data.get("groups") if isinstance(data, dict) else None) or []
+    for rule in (r for g in groups for r in g.get("rules", []) if "alert" in r):
+        rule_hold(rule, str(path))
+    return groups
 
 
-def _duration(value: str) -> float:
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-    return sum(float(n) * units[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)", str(value or "0s")))
+def rule_hold(rule: dict, source: str = "the alert rules") -> float:
+    """An alert's ``for:`` in seconds (the one duration parser: Prometheus's ``1h30m``, ``1d``); a mistyped one is an
+    error naming the alert, never 0 s (the alert would count as fired at once)."""
+    try:
+        return parse_duration(rule.get("for", "0s"))
+    except UnitError as exc:
+        raise ReportError(f"{source}: alert {rule.get('alert')!r}: for: {exc}") from None
 
 
 def evaluate_alerts(prom: Prometheus, groups: list[dict], start: float, end: float, step: float) -> list[Firing]:
     """Each alert's expr over the window; fired where it held for its ``for:`` duration."""
     fired = []
     for rule in (r for g in groups for r in g.get("rules", []) if "alert" in r):
-        hold = _duration(rule.get("for", "0s"))
+        hold = rule_hold(rule)
         for series in prom.range(rule["expr"], start, end, step):
             labels = {**series.labels, **(rule.get("labels") or {}), "alertname": rule["alert"]}
             for a, b in spans(series.times, step):
@@ -413,7 +423,7 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
     hosts = sorted({c.host for c in captures})
     recording, alerting = _load_rules("recording.rules.yaml"), _load_rules("alerts.rules.yaml")
     # the rules are evaluated on the grid the stack evaluates them on
-    eval_interval = seconds(load_settings()["stack"]["evaluation_interval"])
+    eval_interval = parse_duration(load_settings()["stack"]["evaluation_interval"], positive=True)
     with tempfile.TemporaryDirectory(prefix="fioscope-report-") as tmp:
         work = Path(tmp)
         data = work / "data"

@@ -4,16 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import ConfigError, parse_duration
-from . import ReportError
+from . import ReportError, duration_flag
 from .results import Sample, load_results, select
-
-
-def _duration(value: str, flag: str) -> float:
-    try:
-        return parse_duration(value, flag)
-    except ConfigError as exc:
-        raise ReportError(str(exc)) from None
 
 
 def _side(value: str, flag: str, results: str | None) -> tuple[list[Sample], str]:
@@ -48,7 +40,7 @@ def run_report(args) -> Path:
     elif args.results:
         from .performance import performance_report
 
-        target = _duration(args.latency_target, "--latency-target") if args.latency_target else None
+        target = duration_flag(args.latency_target, "--latency-target") if args.latency_target else None
         report = performance_report(load_results(args.results), args.results, target)
     else:
         raise ReportError("say what to report on: --prometheus.url, --iostat FILE..., --results DIR, or --baseline/--candidate")

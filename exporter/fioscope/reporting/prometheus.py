@@ -16,8 +16,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
-from ..config import ConfigError, parse_duration
-from . import ReportError
+from . import ReportError, duration_flag
 
 MAX_POINTS = 1500
 MIN_STEP = 15.0  # the stack's scrape and evaluation interval
@@ -96,10 +95,7 @@ def window(start: str | None, end: str | None, last: str | None, now: float | No
     if start:
         frm = _when(start, "--from")
     else:
-        try:
-            frm = to - parse_duration(last or "1h", "--last")
-        except ConfigError as exc:
-            raise ReportError(str(exc)) from None
+        frm = to - duration_flag(last or "1h", "--last")
     if frm >= to:
         raise ReportError(f"--from/--to: the window is empty ({frm:.0f} >= {to:.0f})")
     return frm, to
