@@ -20,6 +20,7 @@ class Latency:
     mean_seconds: float
     min_seconds: float
     max_seconds: float
+    stddev_seconds: float = 0.0  # fio's standard deviation of this latency over the run
     # quantile (0.99, as a string label "0.99") -> seconds, exactly as fio reported
     percentiles: dict[str, float] = field(default_factory=dict)
     # fio json+ bins: upper-ish value in nanoseconds -> count (empty for plain json)
@@ -39,6 +40,9 @@ class Direction:
     io_bytes: int
     total_ios: int
     latencies: dict[str, Latency] = field(default_factory=dict)  # stage -> Latency
+    # fio's spread of its per-interval samples (iops_stddev, bw_dev): the reports' error bars of a single run
+    iops_stddev: float = 0.0
+    bandwidth_stddev_bytes: float = 0.0
 
 
 @dataclass
@@ -51,10 +55,23 @@ class JobResult:
     options: dict[str, str]
     directions: dict[str, Direction] = field(default_factory=dict)  # ddir -> Direction
     hostname: str = ""
+    elapsed_seconds: float = 0.0  # wall clock from the job's start, ramp included (fio's ``elapsed``)
+    entries: int = 1  # fio entries merged into this job (numjobs without group_reporting)
 
     @property
     def total_iops(self) -> float:
         return sum(d.iops for k, d in self.directions.items() if k in ("read", "write", "trim"))
+
+    @property
+    def wall_seconds(self) -> float:
+        """How long the job lasted: fio's ``elapsed`` (ramp included), else its runtime."""
+        return self.elapsed_seconds or self.runtime_seconds
+
+    def percentile(self, ddir: str, stage: str, quantile: str = "0.99") -> float | None:
+        """A latency percentile in seconds (``quantile`` as a label: "0.99"), None where fio gave none."""
+        direction = self.directions.get(ddir)
+        latency = direction.latencies.get(stage) if direction else None
+        return latency.percentiles.get(quantile) if latency else None
 
 
 @dataclass
@@ -67,3 +84,12 @@ class RunResult:
     source: str = ""  # file the result came from
     # what fioscope wrote beside fio's report: target, device, declared limits, SLA
     annotation: Annotation = field(default_factory=lambda: Annotation(present=False))
+
+    @property
+    def end_timestamp(self) -> float:
+        return self.timestamp
+
+    @property
+    def start_timestamp(self) -> float:
+        """When the run began: its end minus its longest job's wall clock."""
+        return self.timestamp - max((j.wall_seconds for j in self.jobs), default=0.0)

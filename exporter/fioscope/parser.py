@@ -176,6 +176,7 @@ def _parse_job(entry: dict, global_opts: dict[str, str]) -> JobResult:
         runtime_seconds=_number(entry, "job_runtime", where) / 1000,
         options=options,
         hostname=check_label(entry.get("hostname", ""), f"{where} hostname"),
+        elapsed_seconds=_number(entry, "elapsed", where),
     )
     for ddir in DDIRS:
         section = entry.get(ddir)
@@ -211,6 +212,8 @@ def _parse_direction(section: dict, ddir: str, where: str) -> Direction:
         bandwidth_bytes=bandwidth,
         io_bytes=int(_number(section, "io_bytes", where, integer=True)),
         total_ios=total_ios,
+        iops_stddev=_number(section, "iops_stddev", where),
+        bandwidth_stddev_bytes=_number(section, "bw_dev", where) * 1024,  # fio's bw_dev is in KiB/s
     )
     for stage in STAGES:
         raw = section.get(f"{stage}_ns")
@@ -243,6 +246,7 @@ def _parse_latency(raw: dict, total_ios: int, where: str) -> Latency | None:
         mean_seconds=_number(raw, "mean", where) / 1e9,
         min_seconds=_number(raw, "min", where) / 1e9,
         max_seconds=_number(raw, "max", where) / 1e9,
+        stddev_seconds=_number(raw, "stddev", where) / 1e9,
         percentiles=percentiles,
         bins_ns=bins,
     )
@@ -283,6 +287,8 @@ def _merge_jobs(group: list[JobResult]) -> JobResult:
         runtime_seconds=max(j.runtime_seconds for j in group),
         options=first.options,
         hostname=first.hostname,
+        elapsed_seconds=max(j.elapsed_seconds for j in group),
+        entries=len(group),
     )
     ddirs = {d for j in group for d in j.directions}
     for ddir in ddirs:
@@ -292,6 +298,9 @@ def _merge_jobs(group: list[JobResult]) -> JobResult:
             bandwidth_bytes=sum(p.bandwidth_bytes for p in parts),
             io_bytes=sum(p.io_bytes for p in parts),
             total_ios=sum(p.total_ios for p in parts),
+            # independent threads: variances add
+            iops_stddev=math.sqrt(sum(p.iops_stddev ** 2 for p in parts)),
+            bandwidth_stddev_bytes=math.sqrt(sum(p.bandwidth_stddev_bytes ** 2 for p in parts)),
         )
         stages = {s for p in parts for s in p.latencies}
         for stage in stages:
@@ -317,6 +326,8 @@ def _merge_latencies(lats: list[Latency]) -> Latency:
         mean_seconds=sum(lat.mean_seconds * lat.count for lat in lats) / count,
         min_seconds=min(lat.min_seconds for lat in lats),
         max_seconds=max(lat.max_seconds for lat in lats),
+        # pooled within-thread spread, weighted by count
+        stddev_seconds=math.sqrt(sum(lat.stddev_seconds ** 2 * lat.count for lat in lats) / count),
         percentiles=percentiles,
         bins_ns=bins,
     )

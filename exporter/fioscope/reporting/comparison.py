@@ -13,7 +13,7 @@ import math
 from .charts import response_chart, uses_bandwidth
 from .html import Report, Section, Table, Verdict
 from .performance import fmt_eng
-from .results import Point, Sample, curves
+from .results import Point, Sample, curves, skipped_lines
 
 SIGNIFICANCE = 2.0
 METRICS = (  # attribute, spread attribute, label, higher is better
@@ -90,6 +90,7 @@ def comparison_report(baseline: list[Sample], candidate: list[Sample], names: tu
     report = Report("comparison", f"fio comparison — {names[0]} (baseline) vs {names[1]} (candidate)")
     report.summary.append(f"A delta is marked significant where it exceeds {SIGNIFICANCE:g}× the combined run-to-run spread "
                           "(standard deviation across repeats, else fio's own).")
+    report.summary += skipped_lines(baseline, candidate)
     common = sorted(set(base) & set(cand))
     for only, label in ((set(base) - set(cand), "baseline"), (set(cand) - set(base), "candidate")):
         if only:

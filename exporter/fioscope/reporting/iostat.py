@@ -52,12 +52,11 @@ from pathlib import Path
 from fioscope_mixin.units import UnitError, parse_duration
 from fioscope_mixin.yamlfile import YamlError, load_yaml
 
-from ..parser import split_documents
-from ..resultfile import RESULT_KEY, Annotation, ResultFileError
 from ..settings import load_settings
 from . import ReportError
 from .diagnosis import Firing, diagnosis_report, spans
 from .prometheus import Prometheus
+from .results import read_runs
 
 log = logging.getLogger("fioscope.report")
 
@@ -215,36 +214,18 @@ class FioRun:
 
 
 def load_fio_runs(directory: str | None) -> list[FioRun]:
-    """When the fio runs of ``--results`` happened: the report's end stamp minus the runtime."""
+    """When the fio runs of ``--results`` happened (the report's end stamp minus the longest job's wall clock),
+    read through the exporter's parser as the performance report reads them; a bad file is skipped, named."""
     if not directory:
         return []
-    root = Path(directory)
-    if not root.is_dir():
-        raise ReportError(f"--results {directory}: not a directory")
     runs = []
-    for path in sorted(root.glob("*.json")):
-        if path.is_symlink() or not path.is_file() or path.name.endswith(".failure.json"):
-            continue
-        docs = [d for d in split_documents(path.read_text(errors="replace")) if isinstance(d, dict) and d.get("fio version")]
-        if not docs:
-            continue
-        doc = docs[-1]
-        end = float(doc.get("timestamp_ms", 0)) / 1000 or float(doc.get("timestamp", 0))
-        try:
-            note = Annotation.from_json(doc.get(RESULT_KEY), RESULT_KEY)
-        except ResultFileError as exc:  # as the exporter: a malformed annotation skips its file, named in the log
-            log.warning("%s: skipped: %s", path, exc)
-            continue
-        jobs: list[dict] = [j for j in doc.get("jobs", []) if isinstance(j, dict)]
-        # wall-clock seconds the job lasted, ramp included (job_runtime adds up the numjobs clones)
-        total = max((float(j.get("elapsed", 0) or 0) or float(j.get("job_runtime", 0)) / 1000 for j in jobs), default=0.0)
-        for j in jobs:
-            p99 = (j.get("sync", {}).get("lat_ns", {}).get("percentile", {}) or {}).get("99.000000")
-            clat = {d: float(j[d]["clat_ns"]["percentile"]["99.000000"]) / 1e9 for d in ("read", "write", "trim")
-                    if isinstance(j.get(d), dict) and j[d].get("total_ios")
-                    and "99.000000" in (j[d].get("clat_ns", {}).get("percentile") or {})}
-            runs.append(FioRun(str(j.get("jobname", "")), note.target, note.device, end - total, end,
-                               float(p99) / 1e9 if p99 else None, note.limits.as_dict() if note.limits else {},
+    for run in read_runs(directory)[0]:
+        note = run.annotation
+        for job in run.jobs:
+            clat: dict[str, float] = {d: p99 for d in ("read", "write", "trim") if d in job.directions and job.directions[d].total_ios
+                    and (p99 := job.percentile(d, "clat")) is not None}
+            runs.append(FioRun(job.jobname, note.target, note.device, run.start_timestamp, run.end_timestamp,
+                               job.percentile("sync", "lat"), note.limits.as_dict() if note.limits else {},
                                clat, note.sla_latency_seconds))
     return runs
 

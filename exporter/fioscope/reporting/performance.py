@@ -3,7 +3,7 @@
 The usable maximum is read off the curve as storage engineers do: the *knee* is the last
 point before latency starts to climb steeply — the first step (to the next queue depth) where
 mean latency grows by more than ``STEEP_FACTOR`` times as much as throughput, and by at least
-``STEEP_MIN_RISE`` — and, beside it, the first point reaching 70 % of the peak throughput.
+``STEEP_MIN_RISE`` — and, beside it, the first point reaching ``PEAK_SHARE`` (70 %) of the peak throughput.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 from .charts import response_chart, uses_bandwidth
 from .html import Report, Section, Table, Verdict
-from .results import Point, Sample, Workload, curves
+from .results import Point, Sample, Workload, curves, skipped_lines
 
 STEEP_FACTOR = 2.0  # latency grows at least twice as fast as throughput ...
 STEEP_MIN_RISE = 0.2  # ... and by at least 20 % in one step
 PEAK_SHARE = 0.7
+PEAK_LABEL = f"{PEAK_SHARE:.0%} of peak".replace("%", " %")  # "70 % of peak": the verdict and the chart mark
 
 
 @dataclass
@@ -77,7 +78,7 @@ def workload_section(workload: Workload, points: list[Point], latency_target: fl
     verdicts = [
         Verdict("knee", None, f"Knee (last point before latency climbs steeply): {fmt_point(f.knee, bandwidth)}",
                 {"depth": f.knee.depth, "iops": f"{f.knee.iops:.1f}"}),
-        Verdict("peak-70", None, f"70 % of peak ({fmt_point(f.peak, bandwidth)}) first reached at {fmt_point(f.at_70, bandwidth)}",
+        Verdict("peak-70", None, f"{PEAK_LABEL} ({fmt_point(f.peak, bandwidth)}) first reached at {fmt_point(f.at_70, bandwidth)}",
                 {"depth": f.at_70.depth}),
     ]
     if latency_target:
@@ -86,7 +87,7 @@ def workload_section(workload: Workload, points: list[Point], latency_target: fl
                                 if f.meets_target else f"No point meets p99 ≤ {fmt_eng(latency_target, 's')}",
                                 {"depth": f.meets_target.depth} if f.meets_target else {}))
     chart = response_chart(f"curve-{workload.slug}", workload.title, [("", points)], bandwidth,
-                           marks=[("knee", f.knee), ("70 % of peak", f.at_70)], latency_target=latency_target)
+                           marks=[("knee", f.knee), (PEAK_LABEL, f.at_70)], latency_target=latency_target)
     return Section(workload.title, charts=[chart], verdicts=verdicts, tables=[point_table(points)])
 
 
@@ -97,5 +98,7 @@ def performance_report(samples: list[Sample], source: str, latency_target: float
     report.summary.append(f"{len(samples)} job results from {files} file(s) in {source}, {len(by_workload)} workload(s). "
                           "Error bars: the standard deviation across repeated runs where a point was run more than once, "
                           "else fio's own (iops_stddev / bw_dev over its samples, clat_ns stddev).")
+    report.summary += skipped_lines(samples)
     report.sections = [workload_section(w, points, latency_target) for w, points in by_workload.items()]
     return report
+

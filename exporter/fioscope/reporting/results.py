@@ -1,8 +1,10 @@
 """fio result files -> measured points of response curves.
 
 Reads fioscope's result files and anybody's fio JSON (``--output-format=json`` or ``json+``,
-fio >= 3.0). A point is one job of one run, in one data direction: IOPS, bandwidth, mean and
-p99 completion latency, each with fio's own spread (``iops_stddev``, ``bw_dev``, the
+fio >= 3.0) through the exporter's own parser (``fioscope.parser``), so a report sees exactly
+what ``/metrics`` shows and a file the exporter rejects is skipped here too (fio 2.x, a
+non-number, NaN). A point is one job of one run, in one data direction: IOPS, bandwidth, mean
+and p99 completion latency, each with fio's own spread (``iops_stddev``, ``bw_dev``, the
 ``clat_ns`` standard deviation). Points of the same workload at the same queue depth are
 repeats. Identity follows docs/contracts.md: a result is keyed by (target, jobname, hostname);
 the target comes from the ``fioscope`` annotation, else from the job's ``directory``.
@@ -11,20 +13,17 @@ the target comes from the ``fioscope`` annotation, else from the job's ``directo
 from __future__ import annotations
 
 import logging
-import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..parser import split_documents
-from ..resultfile import RESULT_KEY, Annotation
+from ..model import DDIRS, RunResult
+from ..parser import parse_file
+from ..resultfile import ResultFileError, is_failure_name
 from . import ReportError
 
 log = logging.getLogger("fioscope.report")
-
-MAX_FILE_BYTES = 64 * 2**20
-DDIRS = ("read", "write", "trim", "mixed")
 
 
 @dataclass(frozen=True)
@@ -128,80 +127,83 @@ def curves(samples: Iterable[Sample]) -> dict[Workload, list[Point]]:
     return {w: [Point(d, ss) for d, ss in sorted(by_depth.items())] for w, by_depth in sorted(grouped.items(), key=lambda kv: kv[0].title)}
 
 
-def load_results(directory: str | Path, flag: str = "--results") -> list[Sample]:
-    """Every point in the ``*.json`` files directly in ``directory``; a bad file is logged and skipped."""
+class Results(list[Sample]):
+    """The samples of a results directory, and the files that were skipped (``"name: why"``), for the report to state."""
+
+    def __init__(self, samples: Iterable[Sample] = (), skipped: Iterable[str] = ()):
+        super().__init__(samples)
+        self.skipped = list(skipped)
+
+
+def read_runs(directory: str | Path, flag: str = "--results") -> tuple[list[RunResult], list[str]]:
+    """The final fio report of every ``*.json`` file directly in ``directory``, read by the exporter's own parser
+    (resultfile's size cap, no symlinks, every fio quirk handled once); a bad file is skipped with one warning
+    naming it, and listed in the second value."""
     root = Path(directory)
     if not root.is_dir():
         raise ReportError(f"{flag} {directory}: not a directory")
-    samples: list[Sample] = []
+    runs: list[RunResult] = []
+    skipped: list[str] = []
     for path in sorted(root.glob("*.json")):
-        if path.is_symlink() or not path.is_file():
+        if is_failure_name(path.name) or path.is_symlink() or not path.is_file():
             continue
         try:
-            samples.extend(_load_file(path))
-        except (OSError, ValueError) as exc:
+            runs.append(parse_file(path)[-1])  # earlier reports are --status-interval snapshots
+        except ResultFileError as exc:
             log.warning("%s: skipped: %s", path, exc)
+            skipped.append(f"{path.name}: {exc}")
+    return runs, skipped
+
+
+def load_results(directory: str | Path, flag: str = "--results") -> Results:
+    """Every point in the ``*.json`` files directly in ``directory``; a bad file is logged, skipped and counted."""
+    runs, skipped = read_runs(directory, flag)
+    samples = Results((s for run in runs for s in run_samples(run)), skipped)
     if not samples:
         raise ReportError(f"{flag} {directory}: no fio results (no *.json file with fio jobs that did I/O)")
     return samples
 
 
-def _load_file(path: Path) -> list[Sample]:
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
-    text = path.read_text(errors="replace")
-    if path.name.endswith(".failure.json"):
+MAX_NAMED_SKIPS = 5
+
+
+def skipped_lines(*sides: list[Sample]) -> list[str]:
+    """The result files left out (not fio >= 3 output, a non-number or NaN figure...): counted, the first few named."""
+    skipped = [s for side in sides for s in getattr(side, "skipped", [])]
+    if not skipped:
         return []
-    docs = [d for d in split_documents(text) if isinstance(d, dict) and d.get("fio version")]
-    if not docs:
-        raise ValueError("not fio JSON output")
-    doc = docs[-1]  # the final report; earlier ones are --status-interval snapshots
-    annotation = Annotation.from_json(doc.get(RESULT_KEY), RESULT_KEY)  # a malformed one skips the file, as the exporter does
-    global_opts = {str(k): str(v) for k, v in (doc.get("global options") or {}).items()}
-    entries = doc.get("client_stats") or doc.get("jobs") or []
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for entry in entries:
-        if isinstance(entry, dict) and isinstance(entry.get("jobname"), str) and entry.get("jobname") != "All clients":
-            groups.setdefault((entry["jobname"], str(entry.get("hostname", ""))), []).append(entry)
+    more = f"; {len(skipped) - MAX_NAMED_SKIPS} more in the log" if len(skipped) > MAX_NAMED_SKIPS else ""
+    return [f"{len(skipped)} result file(s) skipped, not usable: " + "; ".join(skipped[:MAX_NAMED_SKIPS]) + more]
+
+
+def run_samples(run: RunResult) -> list[Sample]:
+    """One sample per job and data direction that did I/O."""
     samples = []
-    for (jobname, hostname), group in groups.items():
-        options = {**global_opts, **{str(k): str(v) for k, v in (group[0].get("job options") or {}).items()}}
-        target = annotation.target or options.get("directory") or options.get("filename") or ""
+    for job in run.jobs:
+        options = job.options
+        target = run.annotation.target or options.get("directory") or options.get("filename") or ""
+        numjobs = int(options.get("numjobs", "1") or 1) if job.entries == 1 else job.entries
         for ddir in DDIRS:
-            sections = [e[ddir] for e in group if isinstance(e.get(ddir), dict) and e[ddir].get("total_ios")]
-            if sections:
-                samples.append(_sample(sections, Workload(target, hostname, options.get("rw", options.get("readwrite", "read")),
-                                                          options.get("bs", "4k"), ddir),
-                                       options, len(group), jobname, str(path), annotation))
+            direction = job.directions.get(ddir)
+            if direction is None or not direction.total_ios:
+                continue
+            clat = direction.latencies.get("clat")
+            workload = Workload(target, job.hostname, options.get("rw", options.get("readwrite", "read")), options.get("bs", "4k"), ddir)
+            samples.append(Sample(
+                workload=workload,
+                depth=int(options.get("iodepth", "1") or 1) * numjobs,
+                jobname=job.jobname,
+                source=run.source,
+                iops=direction.iops,
+                iops_sd=direction.iops_stddev,
+                bw_bytes=direction.bandwidth_bytes,
+                bw_sd_bytes=direction.bandwidth_stddev_bytes,
+                lat_mean=clat.mean_seconds if clat else 0.0,
+                lat_sd=clat.stddev_seconds if clat else 0.0,
+                lat_p99=job.percentile(ddir, "clat") or 0.0,
+                tags=dict(run.annotation.tags),
+            ))
     return samples
-
-
-def _sample(sections: list[dict], workload: Workload, options: dict[str, str], entries: int, jobname: str,
-            source: str, annotation: Annotation) -> Sample:
-    """fio's figures for one direction; several entries (numjobs without group_reporting) add up."""
-    def num(section: dict, *keys: str) -> float:
-        value: object = section
-        for key in keys:
-            value = value.get(key, 0) if isinstance(value, dict) else 0
-        return float(value or 0)  # type: ignore[arg-type]
-
-    ios = [num(s, "total_ios") for s in sections]
-    weight = sum(ios) or 1.0
-    numjobs = int(options.get("numjobs", "1") or 1) if entries == 1 else entries
-    return Sample(
-        workload=workload,
-        depth=int(options.get("iodepth", "1") or 1) * numjobs,
-        jobname=jobname,
-        source=source,
-        iops=sum(num(s, "iops") for s in sections),
-        iops_sd=math.sqrt(sum(num(s, "iops_stddev") ** 2 for s in sections)),
-        bw_bytes=sum(num(s, "bw_bytes") or num(s, "bw") * 1024 for s in sections),
-        bw_sd_bytes=math.sqrt(sum((num(s, "bw_dev") * 1024) ** 2 for s in sections)),
-        lat_mean=sum(num(s, "clat_ns", "mean") * n for s, n in zip(sections, ios)) / weight / 1e9,
-        lat_sd=math.sqrt(sum(num(s, "clat_ns", "stddev") ** 2 * n for s, n in zip(sections, ios)) / weight) / 1e9,
-        lat_p99=max(num(s, "clat_ns", "percentile", "99.000000") for s in sections) / 1e9,
-        tags=dict(annotation.tags),
-    )
 
 
 def select(samples: list[Sample], selector: str, flag: str) -> list[Sample]:
@@ -217,5 +219,5 @@ def select(samples: list[Sample], selector: str, flag: str) -> list[Sample]:
         raise ReportError(f"{flag} {selector!r}: expected target=NAME or tag:KEY=VALUE")
     if not chosen:
         raise ReportError(f"{flag} {selector!r}: no result matches")
-    return chosen
+    return Results(chosen, getattr(samples, "skipped", []))
 
