@@ -352,6 +352,7 @@ class DocumentStream:
         self.source = source
         self._buffer = ""
         self.last_document: dict | None = None
+        self.last_run: RunResult | None = None  # the last document parsed; None if that one is unreadable
 
     def feed(self, text: str) -> list[RunResult]:
         self._buffer += text
@@ -375,5 +376,6 @@ class DocumentStream:
                 return runs
             self._buffer = self._buffer[end:]
             if isinstance(doc, dict):
-                self.last_document = doc
-                runs.append(parse_document(doc, self.source))
+                self.last_document, self.last_run = doc, None
+                self.last_run = parse_document(doc, self.source)
+                runs.append(self.last_run)

@@ -20,7 +20,7 @@ from .blockdev import device_for_path
 from .config import Config, ScheduleEntry, Target
 from .jobs import JobFile, check_safe, load_job, resolve_job
 from .model import RunResult
-from .parser import DocumentStream, parse_document
+from .parser import DocumentStream
 from .resultfile import Annotation, FailureRecord, finish_running, write_failure, write_result, write_running
 from .store import Store
 
@@ -122,9 +122,11 @@ class Runner:
         if stream.last_document is None:
             outcome.message = f"fio exited {rc} without a report: {errors or 'no output'}"
             return outcome
+        if stream.last_run is None:
+            outcome.message = f"fio exited {rc}, its final report is unreadable: {errors or 'see the log'}"
+            return outcome
         outcome.document = stream.last_document
-        # parsed afresh: the stream's copy had its rates rewritten to per-interval figures by update_live
-        outcome.result = parse_document(stream.last_document, str(jobfile.path))
+        outcome.result = stream.last_run  # fio's own figures: update_live works on copies
         failed_jobs = [j.jobname for j in outcome.result.jobs if j.error]
         if rc != 0 or failed_jobs:
             outcome.message = (f"fio exited {rc}" + (f", job error in {', '.join(failed_jobs)}" if failed_jobs else "")

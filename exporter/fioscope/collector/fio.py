@@ -48,7 +48,9 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from ..histogram import BUCKET_BOUNDS
-from ..store import HistKey, HistogramState, JobKey, JobState, Store
+from ..state import HistKey, HistogramState, JobKey, JobState
+from ..store import Store
+from .exposition import RenderCache, ZeroOnce
 
 _LE = [repr(b) for b in BUCKET_BOUNDS] + ["+Inf"]
 _LE_LABELS = [f'le="{le}"' for le in _LE]
@@ -168,35 +170,37 @@ def histogram_lines(key: JobKey, device: str, hists: dict[HistKey, HistogramStat
     return "".join(out)
 
 
+def job_texts(key: JobKey, state: JobState, hists: dict[HistKey, HistogramState]) -> dict[str, str]:
+    """One job's exposition text per family (what the render cache keeps)."""
+    text = {fname: sample_lines(f) for fname, f in job_families(key, state, {}).items()}
+    text["fio_latency_seconds"] = histogram_lines(key, state.device, hists)
+    return text
+
+
 class FioCollector:
     def __init__(self, store: Store):
         self.store = store
-        self._cache: dict[JobKey, tuple[int, dict[str, str]]] = {}  # job key -> (version, family -> text)
+        self.zero_once = ZeroOnce()  # one for collect() and render(): a series is shown at zero once, whichever asks
+        self._cache = RenderCache(job_texts)
         self._lock = threading.Lock()
 
     def collect(self):
         jobs, hists = self.store.snapshot()
         merged = _families()
         for key, state in sorted(jobs.items()):
-            for fname, family in job_families(key, state, hists.get(key, {})).items():
+            shown, shown_hists, _ = self.zero_once.view(key, state, hists.get(key, {}))
+            for fname, family in job_families(key, shown, shown_hists or {}).items():
                 merged[fname].samples.extend(family.samples)
         yield from merged.values()
 
     def render(self) -> str:
         with self._lock:  # concurrent scrapes share one cache
-            versions = {key: version for key, (version, _) in self._cache.items()}
-            jobs, hists = self.store.snapshot(unchanged=versions)
-            for key, state in jobs.items():
-                if versions.get(key) != state.version:
-                    text = {fname: sample_lines(f) for fname, f in job_families(key, state, {}).items()}
-                    text["fio_latency_seconds"] = histogram_lines(key, state.device, hists.get(key, {}))
-                    self._cache[key] = (state.version, text)
-            for key in set(self._cache) - set(jobs):
-                del self._cache[key]
+            jobs, hists = self.store.snapshot(unchanged=self._cache.reusable())
+            texts = self._cache.texts(jobs, hists, self.zero_once)
             order = sorted(jobs)
             parts = []
             for fname, kind, help_text, _ in FAMILIES:
                 exposed = fname + "_total" if kind == "counter" else fname  # as generate_latest names counters
                 parts.append(f"# HELP {exposed} {help_text}\n# TYPE {exposed} {kind}\n")
-                parts.extend(self._cache[key][1][fname] for key in order)
+                parts.extend(texts[key][fname] for key in order)
             return "".join(parts)
