@@ -136,3 +136,18 @@ def test_bins_land_in_buckets():
         seconds = value_ns / 1e9
         index = next(i for i, b in enumerate(BUCKET_BOUNDS) if seconds <= b)
         assert counts[index] >= n
+
+
+def test_exact_bounds_follow_the_settings():
+    """The fsync line and the commit line are exact bounds wherever alerts/config.yaml puts them (were fixed at 10/25 ms)."""
+    import copy
+
+    from fioscope.histogram import bucket_bounds
+    from fioscope.settings import load_settings
+
+    settings = load_settings()
+    assert bucket_bounds(settings) == BUCKET_BOUNDS
+    moved = copy.deepcopy(settings)
+    moved["thresholds"].update(etcd_fsync_p99_seconds=0.008, etcd_backend_commit_p99_seconds=0.02)
+    bounds = bucket_bounds(moved)
+    assert 0.008 in bounds and 0.02 in bounds and 0.01 not in bounds and len(bounds) == len(BUCKET_BOUNDS)

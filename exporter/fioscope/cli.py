@@ -165,11 +165,11 @@ def _run_target(args, config: Config) -> Target:
 
 
 def cmd_run(args) -> int:
-    from .report import job_verdicts, summary_lines
     from .runner import Runner
     from .settings import default_fsync_threshold
     from .store import Store
     from .sweep import Progress, parse_depths, write_sweep
+    from .verdicts import job_verdicts, summary_lines
 
     config = load_config(args.config_file, args.results_dir)
     target = _run_target(args, config)
@@ -200,7 +200,7 @@ def cmd_run(args) -> int:
         print("\n".join(summary_lines(job)))
         for verdict in job_verdicts(job, target.limits, target.sla_latency_seconds, fsync_threshold):
             print(f"  {verdict.text}")
-            ok = ok and verdict.ok
+            ok = ok and verdict.ok is not False
     if not outcome.ok:
         print(f"fioscope: {outcome.profile} failed: {outcome.message}", file=sys.stderr)
     print(f"result: {outcome.result_path}")

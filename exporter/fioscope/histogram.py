@@ -5,11 +5,13 @@ percentile is the value of the bin where the rank is reached. That bin value fal
 of our buckets (lo, hi]; ``histogram_quantile`` interpolates inside the same bucket, so its
 estimate differs from fio's figure by at most (hi - lo) / lo.
 
-The bounds are therefore log-spaced by 2^(1/8) (9.05 %), anchored at 10 ms, from 19.5 us
-to 5.12 s (145 bounds, rounded to 4 significant digits so ``le`` reads 0.01091, not
-0.010905077326652577): a p99 anywhere in that range is within 10 % of fio's. Etcd's
-backend-commit line (25 ms) is added as an exact bound; the fsync line (10 ms) is one
-already. Below and above, a few coarse bounds (1, 2, 5, 10 us; 10, 30 s) keep outliers
+The bounds are therefore log-spaced by 2^(1/8) (9.05 %), anchored at the settings' fsync line
+(``thresholds.etcd_fsync_p99_seconds``, etcd's 10 ms), over 9 doublings each way (19.5 us to
+5.12 s at 10 ms: 145 bounds, rounded to 4 significant digits so ``le`` reads 0.01091, not
+0.010905077326652577): a p99 anywhere in that range is within 10 % of fio's. The backend-commit
+line (``thresholds.etcd_backend_commit_p99_seconds``, 25 ms) is added as an exact bound, so the
+alerts and dashboards that count requests under either line read an exact bucket. Below and
+above, a few coarse bounds (1, 2, 5, 10 us; 10, 30 s) keep outliers
 visible without paying for resolution nobody reads.
 
 Cost: len(BUCKET_BOUNDS) + 1 buckets + _sum + _count = 155 series per (target, job,
@@ -20,9 +22,9 @@ from __future__ import annotations
 
 import bisect
 
+from .settings import load_settings
+
 RATIO_EXPONENT = 8  # bounds per doubling: 2^(1/8) = 9.05 % per bucket
-ANCHOR_SECONDS = 0.010  # etcd's fsync line: an exact bound
-EXTRA_BOUNDS = (0.025,)  # etcd's backend-commit line
 COARSE_BOUNDS = (1e-6, 2e-6, 5e-6, 1e-5, 10.0, 30.0)
 
 
@@ -30,10 +32,19 @@ def _round(value: float) -> float:
     return float(f"{value:.4g}")
 
 
-BUCKET_BOUNDS: tuple[float, ...] = tuple(sorted(
-    {_round(ANCHOR_SECONDS * 2 ** (k / RATIO_EXPONENT)) for k in range(-9 * RATIO_EXPONENT, 9 * RATIO_EXPONENT + 1)}
-    | set(EXTRA_BOUNDS) | set(COARSE_BOUNDS)
-))
+def bucket_bounds(settings: dict) -> tuple[float, ...]:
+    """The ``le`` bounds for these settings: log-spaced around the fsync line, exact at the fsync and commit lines."""
+    thresholds = settings["thresholds"]
+    anchor = float(thresholds["etcd_fsync_p99_seconds"])
+    exact = {anchor, float(thresholds["etcd_backend_commit_p99_seconds"])}
+    return tuple(sorted(
+        {_round(anchor * 2 ** (k / RATIO_EXPONENT)) for k in range(-9 * RATIO_EXPONENT, 9 * RATIO_EXPONENT + 1)}
+        | exact | set(COARSE_BOUNDS)
+    ))
+
+
+# alerts/config.yaml as shipped: the rules and dashboards are generated from the same file
+BUCKET_BOUNDS: tuple[float, ...] = bucket_bounds(load_settings())
 
 
 def bucket_counts(bins_ns: dict[int, int]) -> list[int]:

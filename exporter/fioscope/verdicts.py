@@ -1,8 +1,12 @@
-"""The short human summary ``fioscope run`` prints, with pass/fail verdicts."""
+"""Verdicts: a named pass/fail (or informational) judgement with the figures behind it, and the ones
+``fioscope run`` prints under its short summary of a job (fdatasync p99 against etcd's line, delivered
+IOPS and p99 against the target's declared limits and SLA). The reports (``fioscope report``) give
+the same kind of judgement over a window or a curve.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .config import Limits
 from .model import JobResult, Latency
@@ -14,8 +18,10 @@ DELIVERY_PASS_RATIO = 0.9
 
 @dataclass
 class Verdict:
-    ok: bool
+    kind: str  # stable name for tools and tests: etcd-fsync, delivery, throttled, sla, knee, ...
+    ok: bool | None  # None: informational
     text: str
+    data: dict = field(default_factory=dict)  # figures behind the verdict (data-* attributes in a report)
 
 
 def p99(lat: Latency | None) -> float | None:
@@ -45,7 +51,8 @@ def job_verdicts(job: JobResult, limits: Limits, sla_seconds: float, fsync_thres
         value = p99(sync.latencies.get("lat"))
         ok = value is not None and value <= fsync_threshold
         verdict = "pass" if ok else "FAIL"
-        verdicts.append(Verdict(ok, f"fdatasync p99 {_fmt_ms(value)} (etcd needs < {_fmt_ms(fsync_threshold)}): {verdict}"))
+        verdicts.append(Verdict("etcd-fsync", ok, f"fdatasync p99 {_fmt_ms(value)} (etcd needs < {_fmt_ms(fsync_threshold)}): {verdict}",
+                                {"p99-seconds": value, "threshold-seconds": fsync_threshold}))
     worst = max((p99(d.latencies.get("clat")) or 0.0 for k, d in job.directions.items() if k != "sync"), default=0.0)
     promised = promised_iops(limits, job.options)
     if promised or sla_seconds:
@@ -60,7 +67,8 @@ def job_verdicts(job: JobResult, limits: Limits, sla_seconds: float, fsync_thres
         parts.append(f"at p99 {_fmt_ms(worst)}")
         if sla_seconds:
             parts.append(f"(SLA {_fmt_ms(sla_seconds)})")
-        verdicts.append(Verdict(ok, " ".join(parts) + f": {'pass' if ok else 'FAIL'}"))
+        verdicts.append(Verdict("delivery", ok, " ".join(parts) + f": {'pass' if ok else 'FAIL'}",
+                                {"iops": delivered, "promised-iops": promised, "p99-seconds": worst, "sla-seconds": sla_seconds}))
     return verdicts
 
 
