@@ -222,8 +222,11 @@ def load_fio_runs(directory: str | None) -> list[FioRun]:
     for run in read_runs(directory)[0]:
         note = run.annotation
         for job in run.jobs:
-            clat: dict[str, float] = {d: p99 for d in ("read", "write", "trim") if d in job.directions and job.directions[d].total_ios
-                    and (p99 := job.percentile(d, "clat")) is not None}
+            clat: dict[str, float] = {}
+            for ddir in ("read", "write", "trim"):
+                p99 = job.percentile(ddir, "clat") if ddir in job.directions and job.directions[ddir].total_ios else None
+                if p99 is not None:
+                    clat[ddir] = p99
             runs.append(FioRun(job.jobname, note.target, note.device, run.start_timestamp, run.end_timestamp,
                                job.percentile("sync", "lat"), note.limits.as_dict() if note.limits else {},
                                clat, note.sla_latency_seconds))
