@@ -74,7 +74,7 @@ def _planned_seconds(jobfile: JobFile, jobname: str, option: str) -> float:
     here, naming the job file, rather than by fio after the sweep was laid out."""
     value = jobfile.option(jobname, option) or "0"
     try:
-        return parse_duration(value)
+        return parse_duration(value.lower())  # fio reads time suffixes in any case (10M: ten minutes)
     except UnitError as exc:
         raise JobFileError(f"{jobfile.path}: [{jobname}] {option}: {exc}") from None
 
