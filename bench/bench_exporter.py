@@ -31,8 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "fixtures" / "fio-outputs" / "fio-3.33"
 sys.path.insert(0, str(REPO / "tests"))
 from helpers.cli import fioscope_command  # noqa: E402
-from helpers.net import free_port  # noqa: E402
-from helpers.wait import wait_for  # noqa: E402
+from helpers.net import free_port, wait_for  # noqa: E402
 
 
 def get(url: str, timeout: float = 10) -> bytes:

@@ -35,9 +35,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests"), str(REPO / "stack"), str(REPO / "exporter")]
 from fioscope.settings import seconds  # noqa: E402
-from helpers.net import free_port  # noqa: E402
+from helpers.net import free_port, wait_for  # noqa: E402
 from helpers.prometheus import Prometheus  # noqa: E402
-from helpers.wait import wait_for  # noqa: E402
 from hosts import host_groups  # noqa: E402
 
 FIO_RESULTS = [REPO / "tests" / "fixtures" / "fio-outputs" / "fio-3.33" / name for name in ("etcd.json+", "randrw.json")]

@@ -24,8 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from helpers.cli import fioscope_command  # noqa: E402
-from helpers.net import free_port  # noqa: E402
-from helpers.wait import wait_for  # noqa: E402
+from helpers.net import free_port, wait_for  # noqa: E402
 
 
 def threads(pid: int) -> int:

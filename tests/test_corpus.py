@@ -15,10 +15,9 @@ import urllib.error
 
 from helpers import corpus
 from helpers.exposition import parse_exposition, promtool_check_metrics, sample
-from helpers.net import http_get
+from helpers.net import http_get, wait_for
 from helpers.paths import FIO_OUTPUTS
 from helpers.results import settle
-from helpers.wait import wait_for
 
 
 def _series_of(metrics: dict, jobname: str) -> dict:

@@ -24,10 +24,9 @@ import pytest
 from helpers.cli import fioscope
 from helpers.iostat import agree, print_table, sample_agreement
 from helpers.lab import THROTTLE, lab_stack, require_root_lab
-from helpers.net import free_port
+from helpers.net import free_port, wait_for
 from helpers.paths import REPO
 from helpers.prometheus import PromClient
-from helpers.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -20,9 +20,9 @@ import pytest
 from helpers.cli import fioscope
 from helpers.lab import Webhook, e2e_overrides, require_root_lab
 from helpers.native_stack import NativeStack
+from helpers.net import wait_for
 from helpers.prometheus import PromClient
 from helpers.results import config_with_targets
-from helpers.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -13,11 +13,10 @@ import time
 import pytest
 from helpers.fleet import run_hosts
 from helpers.lab import E2E_SETTINGS, THROTTLE, lab_lock, require_root_lab
-from helpers.net import free_port
+from helpers.net import free_port, wait_for
 from helpers.processes import Exporter, NodeExporter
 from helpers.prometheus import Prometheus
 from helpers.results import config_with_targets
-from helpers.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -13,8 +13,8 @@ import time
 import pytest
 from helpers.cli import fioscope
 from helpers.lab import lab_stack, require_root_lab
+from helpers.net import wait_for
 from helpers.report_page import rendered
-from helpers.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 

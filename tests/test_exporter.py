@@ -14,9 +14,9 @@ from fioscope.histogram import BUCKET_BOUNDS
 from helpers.binaries import require
 from helpers.cli import fioscope
 from helpers.exposition import parse_exposition, promtool_check_metrics, sample
+from helpers.net import wait_for
 from helpers.paths import FIO_OUTPUTS, FIXTURES
 from helpers.results import config_with_schedule, result_docs, settle
-from helpers.wait import wait_for
 
 
 def test_scheduled_runs_live_and_final(tmp_path, exporter_factory):

@@ -18,9 +18,9 @@ from fioscope.store import Store
 from helpers.binaries import require
 from helpers.cli import fioscope
 from helpers.exposition import parse_exposition, promtool_check_metrics, sample
+from helpers.net import wait_for
 from helpers.paths import FIO_OUTPUTS
 from helpers.results import settle
-from helpers.wait import wait_for
 
 
 def _store(results) -> Store:

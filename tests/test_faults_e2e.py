@@ -7,7 +7,7 @@ import time
 
 import pytest
 from helpers.lab import lab_stack, require_root_lab
-from helpers.wait import wait_for
+from helpers.net import wait_for
 
 pytestmark = pytest.mark.e2e
 

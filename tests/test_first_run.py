@@ -15,10 +15,10 @@ from helpers.binaries import require
 from helpers.cli import fioscope
 from helpers.exposition import sample
 from helpers.fleet import fleet_overrides
+from helpers.net import wait_for
 from helpers.processes import Exporter, NodeExporter
 from helpers.prometheus import Prometheus
 from helpers.results import config_with_schedule
-from helpers.wait import wait_for
 
 SYNC = 'jobname="etcd-wal",ddir="sync",stage="lat"'
 

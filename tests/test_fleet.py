@@ -16,11 +16,10 @@ import yaml
 from helpers.binaries import require
 from helpers.cli import run
 from helpers.fleet import fleet_overrides, run_hosts
-from helpers.net import free_port
+from helpers.net import free_port, wait_for
 from helpers.paths import REPO
 from helpers.processes import Exporter, NodeExporter
 from helpers.prometheus import Prometheus
-from helpers.wait import wait_for
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

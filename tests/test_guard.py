@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers.cli import fioscope, fioscope_command
-from helpers.net import free_port
+from helpers.net import free_port, wait_for
 from helpers.paths import FIXTURES, REPO, checkout_env
-from helpers.wait import wait_for
 
 GUARD = FIXTURES / "jobs" / "guard"
 

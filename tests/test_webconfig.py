@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers.cli import fioscope_command
-from helpers.net import free_port
+from helpers.net import free_port, wait_for
 from helpers.paths import checkout_env
 from helpers.prometheus import Prometheus
-from helpers.wait import wait_for
 
 PASSWORD = "correct horse battery staple"
 

@@ -1,8 +1,7 @@
 """What the tests (and bench/) share; test modules import these, never each other or conftest.
 
 paths       REPO, FIXTURES, FIO_OUTPUTS, and the environment that runs this checkout's code
-net         free_port, http_get
-wait        wait_for
+net         free_port, http_get, wait_for
 binaries    require (skip, or fail under CI, when a tool is missing), first_installed
 cli         run (any command), fioscope (``python -m fioscope ...``), fioscope_command (its argv)
 exposition  parse_exposition, sample (one series, identity labels required), promtool_check_metrics

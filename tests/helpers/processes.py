@@ -9,9 +9,8 @@ from pathlib import Path
 from helpers.binaries import first_installed
 from helpers.cli import fioscope_command
 from helpers.exposition import parse_exposition
-from helpers.net import free_port, http_get
+from helpers.net import free_port, http_get, wait_for
 from helpers.paths import checkout_env
-from helpers.wait import wait_for
 
 
 class Exporter:

@@ -12,8 +12,7 @@ import yaml
 
 from helpers.binaries import first_installed
 from helpers.native_stack import write_stack_files
-from helpers.net import free_port
-from helpers.wait import wait_for
+from helpers.net import free_port, wait_for
 
 
 class PromClient:
