@@ -30,7 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "fixtures" / "fio-outputs" / "fio-3.33"
 sys.path.insert(0, str(REPO / "tests"))
-from conftest import free_port, wait_for  # noqa: E402
+from helpers.cli import fioscope_command  # noqa: E402
+from helpers.net import free_port, wait_for  # noqa: E402
 
 
 def get(url: str, timeout: float = 10) -> bytes:
@@ -52,7 +53,7 @@ def cpu_seconds(pid: int) -> float:
 
 def start(args: list[str]) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fioscope", "serve", "--web.listen-address", f"127.0.0.1:{port}", *args],
+    proc = subprocess.Popen(fioscope_command("serve", "--web.listen-address", f"127.0.0.1:{port}", *args),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(lambda: get(f"http://127.0.0.1:{port}/-/healthy"), 300)
     return proc, port

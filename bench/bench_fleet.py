@@ -35,7 +35,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests"), str(REPO / "stack"), str(REPO / "exporter")]
 from fioscope.settings import seconds  # noqa: E402
-from fleet_helpers import Prometheus, free_port, wait_for  # noqa: E402
+from helpers.net import free_port, wait_for  # noqa: E402
+from helpers.prometheus import Prometheus  # noqa: E402
 from hosts import host_groups  # noqa: E402
 
 FIO_RESULTS = [REPO / "tests" / "fixtures" / "fio-outputs" / "fio-3.33" / name for name in ("etcd.json+", "randrw.json")]
@@ -136,10 +137,10 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
         (hosts_dir / f"host-{i:04d}.yml").write_text(fleet.host_file(f"host-{i:04d}"))
     overrides = [f"stack.scrape_interval={interval}", f"stack.evaluation_interval={interval}", f"stack.hosts_dir={hosts_dir}",
                  *[f"stack.ports.{k}={free_port()}" for k in ("node_exporter", "fioscope", "alertmanager", "etcd")]]
-    prom = Prometheus(work / "prom", overrides)
+    prom = Prometheus.generated(work / "prom", overrides)
     try:
         expected = 2 * hosts
-        wait_for(lambda: sum(t["health"] == "up" for t in prom.targets() if t["labels"].get("host", "local") != "local") >= expected,
+        wait_for(lambda: sum(t["health"] == "up" for t in prom.client.targets() if t["labels"].get("host", "local") != "local") >= expected,
                  4 * seconds(interval) + 30, interval=1, what=f"{expected} targets up")
         time.sleep(seconds("1m") + 2 * seconds(interval))  # one rate window of data, then evaluate
         groups: dict[str, list[float]] = {}
@@ -148,7 +149,7 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
         # groups with a longer interval of their own (the baseline) are sampled for as long as the others need
         deadline = time.time() + cycles * seconds(interval) * 3
         while max((len(v) for v in groups.values()), default=0) < cycles and time.time() < deadline:
-            for group in prom.rule_groups():
+            for group in prom.client.rules():
                 if last_eval.get(group["name"]) == group["lastEvaluation"]:
                     continue
                 last_eval[group["name"]] = group["lastEvaluation"]

@@ -12,7 +12,6 @@ Usage: python3 bench/bench_histogram.py PROFILE --target.dir DIR [--env K=V ...]
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -21,7 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from fioscope.histogram import BUCKET_BOUNDS, bucket_counts  # noqa: E402
 from fioscope.parser import parse_file  # noqa: E402
-from test_promised_and_buckets import histogram_quantile  # noqa: E402
+from helpers.cli import fioscope  # noqa: E402
+from helpers.histogram import histogram_quantile  # noqa: E402
 
 
 def main() -> None:
@@ -32,11 +32,11 @@ def main() -> None:
     parser.add_argument("--env", action="append", default=[])
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as results:
-        cmd = [sys.executable, "-m", "fioscope", "run", args.profile, "--target.dir", args.target_dir, "--results.dir", results]
+        cmd = ["run", args.profile, "--target.dir", args.target_dir, "--results.dir", results]
         cmd += [x for kv in args.env for x in ("--env", kv)]
         if args.cgroup:
             cmd += ["--target.cgroup", args.cgroup]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        proc = fioscope(*cmd, timeout=3600)
         paths = [p for p in Path(results).glob("*.json") if not p.name.endswith(".failure.json")]
         if not paths:
             sys.exit(f"bench_histogram: {args.profile} left no result: {proc.stderr.strip()}")

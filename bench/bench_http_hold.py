@@ -23,7 +23,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from conftest import free_port, wait_for
+from helpers.cli import fioscope_command  # noqa: E402
+from helpers.net import free_port, wait_for  # noqa: E402
 
 
 def threads(pid: int) -> int:
@@ -41,8 +42,8 @@ def main() -> None:
     args = p.parse_args()
     port = free_port()
     with tempfile.TemporaryDirectory() as results:
-        server = subprocess.Popen([sys.executable, "-m", "fioscope", "serve", "--results.dir", results,
-                                   "--web.listen-address", f"127.0.0.1:{port}"], stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(fioscope_command("serve", "--results.dir", results, "--web.listen-address", f"127.0.0.1:{port}"),
+                                  stderr=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}/metrics"
         try:
             wait_for(lambda: urllib.request.urlopen(url, timeout=2).status == 200, timeout=20)

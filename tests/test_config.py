@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 from fioscope.config import ConfigFileError, ConfigValueError, Target, UnknownJobError, UnknownTargetError, UnsafeTargetError, load_config
 from fioscope.jobs import JobFileError, UnsafeJobError, check_safe, load_job, resolve_job
+from helpers.cli import fioscope
+from helpers.paths import FIXTURES, REPO
 
 CONFIGS = FIXTURES / "config"
 JOBS = FIXTURES / "jobs"
-REPO_JOBS = Path(__file__).resolve().parents[1] / "fio-jobs"
+REPO_JOBS = REPO / "fio-jobs"
 
 
 def test_default_jobs_dir_is_the_packaged_profiles():
@@ -54,8 +53,7 @@ def test_config_failure_modes(name, error, message):
     ("unsafe_job.yaml", "outside the target directory"),
 ])
 def test_check_command_exits_2_with_one_line(name, message):
-    proc = subprocess.run([sys.executable, "-m", "fioscope", "check", "--config.file", str(CONFIGS / name)],
-                          capture_output=True, text=True)
+    proc = fioscope("check", "--config.file", str(CONFIGS / name))
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fioscope: ")
@@ -71,8 +69,7 @@ def test_valid_config():
     assert target.sla_latency_seconds == pytest.approx(0.03)
     [entry] = cfg.schedule
     assert (entry.repeat, entry.idle_seconds, entry.every_seconds, entry.env) == (2, 60, 900, {"SIZE": "4m"})
-    proc = subprocess.run([sys.executable, "-m", "fioscope", "check", "--config.file", str(CONFIGS / "valid.yaml")],
-                          capture_output=True, text=True)
+    proc = fioscope("check", "--config.file", str(CONFIGS / "valid.yaml"))
     assert proc.returncode == 0 and "ok (1 targets, 1 schedule entries" in proc.stdout
 
 

@@ -13,9 +13,11 @@ import threading
 import time
 import urllib.error
 
-import corpus
-from conftest import FIO_OUTPUTS, http_get, parse_exposition, promtool_check_metrics, wait_for
-from test_exporter import sample, settle
+from helpers import corpus
+from helpers.exposition import parse_exposition, promtool_check_metrics, sample
+from helpers.net import http_get, wait_for
+from helpers.paths import FIO_OUTPUTS
+from helpers.results import settle
 
 
 def _series_of(metrics: dict, jobname: str) -> dict:

@@ -10,8 +10,7 @@ import sys
 
 import pytest
 import yaml
-
-from conftest import REPO
+from helpers.paths import REPO
 
 DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
 COMPOSE = yaml.safe_load((REPO / "compose.yaml").read_text())

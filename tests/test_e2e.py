@@ -2,7 +2,7 @@
 
 Real node_exporter, Prometheus, Alertmanager (alerts delivered to a webhook this test
 listens on), the fioscope exporter running its schedule, a real etcd. Intervals, windows
-and `for:` durations are shortened through alerts/config.yaml overrides (E2E_SETTINGS).
+and `for:` durations are shortened through alerts/config.yaml overrides (helpers.lab.E2E_SETTINGS).
 Figures are printed (run with -s) for the closing note.
 """
 
@@ -15,27 +15,21 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
-
-from conftest import REPO, free_port, wait_for
-from stack_helpers import NativeStack, PromClient, Webhook, e2e_overrides, fioscope_run, require_root_lab, write_fioscope_config
-from test_iostat_agreement import agree, print_table, sample_agreement
+from helpers.cli import fioscope
+from helpers.iostat import agree, print_table, sample_agreement
+from helpers.lab import THROTTLE, lab_stack, require_root_lab
+from helpers.net import free_port, wait_for
+from helpers.paths import REPO
+from helpers.prometheus import PromClient
 
 pytestmark = pytest.mark.e2e
 
-E2E_SETTINGS = [
-    "thresholds.throttle.fio_window=20s", "thresholds.throttle.window=60s",
-    "durations.throttled_fio=10s", "durations.throttled=20s",
-    "durations.fsync=0s", "durations.etcd_fsync=10s", "thresholds.etcd_window=30s",
-    "stack.alertmanager_group_interval=5s", "thresholds.throttle.baseline_interval=20s",
-]
-THROTTLE = ("FioscopeDiskThrottledUnderFioLoad", "FioscopeDiskThrottled")
 SUITE_START = time.time()
 
 
@@ -51,36 +45,6 @@ def leaves_nothing_behind():
     assert not [p for p in Path("/sys/fs/cgroup").rglob("fioscope-lab-*") if p.is_dir()], "a lab cgroup was left"
     assert "fioscope-lab" not in Path("/proc/mounts").read_text() and "/lab/" not in Path("/proc/mounts").read_text()
     assert lab.cgroup_version() in (1, 2)
-
-
-@contextlib.contextmanager
-def lab_stack(tmp_path: Path, disks: dict[str, dict], schedule: list[dict] | None = None):
-    """Lab disks {name: {kind, limits...}}, and the native stack with a fioscope target on each."""
-    import yaml
-
-    from fioscope import lab
-
-    state = tmp_path / "lab"
-    made, webhook, stack = {}, Webhook(), None
-    try:
-        for name, spec in disks.items():
-            made[name] = lab.up(spec["kind"], name=name, size="2G", state_dir=state)
-        targets = [{"name": name, "directory": d.mountpoint, "cgroup": d.cgroup, "sla_latency": "30ms",
-                    **({"limits": disks[name]["limits"]} if "limits" in disks[name] else {})} for name, d in made.items()]
-        config = write_fioscope_config(tmp_path / "fioscope.yaml", targets)
-        if schedule:
-            data = yaml.safe_load(config.read_text())
-            data["schedule"] = schedule
-            config.write_text(yaml.safe_dump(data))
-        stack = NativeStack(tmp_path / "stack", e2e_overrides(webhook.url, extra=E2E_SETTINGS), fioscope_config=config)
-        stack.start()
-        yield made, stack, webhook, PromClient(stack.url("prometheus"))
-    finally:
-        if stack:
-            stack.stop()
-        webhook.close()
-        for name in made:
-            lab.down(name, state)
 
 
 def firing(prom: PromClient, names=THROTTLE) -> list[dict]:
@@ -140,13 +104,14 @@ def test_etcd_wal_on_slow_and_healthy_disk(tmp_path):
     with lab_stack(tmp_path, disks) as (made, stack, webhook, prom):
         results = str(tmp_path / "results")
         config = str(tmp_path / "fioscope.yaml")
-        ok = fioscope_run("run", "etcd-wal", "--config.file", config, "--target", "fast", "--results.dir", results, "--env", "SIZE=2m")
+        ok = fioscope("run", "etcd-wal", "--config.file", config, "--target", "fast", "--results.dir", results, "--env", "SIZE=2m", timeout=900)
         assert ok.returncode == 0 and "fdatasync p99" in ok.stdout and ": pass" in ok.stdout, ok.stdout + ok.stderr
         wait_for(lambda: prom.value('fio_runs_total{jobname="etcd-wal"}') == 1, 20, what="healthy result scraped")
         time.sleep(5)
         assert not firing(prom, ("FioscopeFsyncTooSlowForEtcd",)), "fsync alert on the healthy disk"
         started = time.time()
-        slow = fioscope_run("run", "etcd-wal", "--config.file", config, "--target", "slow", "--results.dir", results, "--env", "SIZE=1m")
+        slow = fioscope("run", "etcd-wal", "--config.file", config, "--target", "slow", "--results.dir", results, "--env", "SIZE=1m",
+                        timeout=900)
         assert slow.returncode == 1 and "FAIL" in slow.stdout, slow.stdout + slow.stderr
         fired = wait_for(lambda: webhook.first("FioscopeFsyncTooSlowForEtcd", jobname="etcd-wal"), 60, what="fsync alert")
         def verdict(out: str) -> str:
@@ -207,8 +172,8 @@ def test_real_etcd_against_fio_etcd_wal(tmp_path, kind):
             stop.set()
             os.killpg(etcd.pid, signal.SIGTERM)
             etcd.wait(30)
-        fio = fioscope_run("run", "etcd-wal", "--config.file", str(tmp_path / "fioscope.yaml"), "--target", "disk",
-                           "--results.dir", str(tmp_path / "results"), "--env", "SIZE=1m")
+        fio = fioscope("run", "etcd-wal", "--config.file", str(tmp_path / "fioscope.yaml"), "--target", "disk",
+                       "--results.dir", str(tmp_path / "results"), "--env", "SIZE=1m", timeout=900)
         assert fio.returncode in (0, 1) and "fdatasync p99" in fio.stdout, fio.stdout + fio.stderr
         fio_p99 = wait_for(lambda: prom.value('fio_run_latency_seconds{jobname="etcd-wal",ddir="sync",stage="lat",quantile="0.99"}'),
                            20, what="fio result")
@@ -279,8 +244,7 @@ def test_every_dashboard_query_returns_data_during_a_run(tmp_path):
 def test_lab_down_after_a_crash_never_touches_foreign_devices(tmp_path):
     """State on disk lets a new process clean up; a loop device re-used by someone else is left alone."""
     state = tmp_path / "lab"
-    made = subprocess.run([sys.executable, "-m", "fioscope", "lab", "--state-dir", str(state), "up", "throttled", "--name", "crash"],
-                          capture_output=True, text=True)
+    made = fioscope("lab", "--state-dir", str(state), "up", "throttled", "--name", "crash")
     assert made.returncode == 0, made.stderr
     disk = json.loads(made.stdout)  # the creating process is gone, as after a crash
     assert os.path.ismount(disk["mountpoint"]) and Path(disk["cgroup"]).is_dir()
@@ -291,8 +255,7 @@ def test_lab_down_after_a_crash_never_touches_foreign_devices(tmp_path):
     subprocess.run(["truncate", "-s", "16M", str(decoy)], check=True)
     subprocess.run(["losetup", disk["device"], str(decoy)], check=True)
     try:
-        down = subprocess.run([sys.executable, "-m", "fioscope", "lab", "--state-dir", str(state), "down", "--all"],
-                              capture_output=True, text=True)
+        down = fioscope("lab", "--state-dir", str(state), "down", "--all")
         assert down.returncode == 0, down.stderr
         assert "removed " + disk["cgroup"] in down.stdout and disk["device"] not in down.stdout
         backing = Path("/sys/block") / Path(disk["device"]).name / "loop" / "backing_file"

@@ -13,20 +13,16 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import wait_for
-from stack_helpers import (
-    NativeStack,
-    PromClient,
-    Webhook,
-    e2e_overrides,
-    require_root_lab,
-    write_fioscope_config,
-)
+from helpers.cli import fioscope
+from helpers.lab import Webhook, e2e_overrides, require_root_lab
+from helpers.native_stack import NativeStack
+from helpers.net import wait_for
+from helpers.prometheus import PromClient
+from helpers.results import config_with_targets
 
 pytestmark = pytest.mark.e2e
 
@@ -48,7 +44,7 @@ def detection_stack(tmp_path: Path, name: str, kind: str, **limits):
     state, webhook, stack, disk = tmp_path / "lab", Webhook(), None, None
     try:
         disk = lab.up(kind, name=f"detect-{name}", size="2G", state_dir=state, **limits)
-        config = write_fioscope_config(tmp_path / "fioscope.yaml", [{"name": name, "directory": disk.mountpoint}])
+        config = config_with_targets(tmp_path / "fioscope.yaml", [{"name": name, "directory": disk.mountpoint}])
         stack = NativeStack(tmp_path / "stack", e2e_overrides(webhook.url, extra=SETTINGS), fioscope_config=config)
         stack.start()
         prom = PromClient(stack.url("prometheus"))
@@ -173,8 +169,8 @@ def test_burst_timer_caps_later_and_lab_down_removes_it(tmp_path):
     state = tmp_path / "lab"
 
     def up(name: str, seconds: int) -> dict:
-        made = subprocess.run([sys.executable, "-m", "fioscope", "lab", "--state-dir", str(state), "up", "burst-then-cap",
-                               "--name", name, "--burst-seconds", str(seconds), "--write-iops", "123"], capture_output=True, text=True)
+        made = fioscope("lab", "--state-dir", str(state), "up", "burst-then-cap", "--name", name, "--burst-seconds", str(seconds),
+                        "--write-iops", "123")
         assert made.returncode == 0, made.stderr
         return json.loads(made.stdout)
 
@@ -186,8 +182,7 @@ def test_burst_timer_caps_later_and_lab_down_removes_it(tmp_path):
         throttle = Path(quick["cgroup"]) / ("io.max" if lab.cgroup_version() == 2 else "blkio.throttle.write_iops_device")
         wait_for(lambda: "123" in throttle.read_text(), 20, what="the caps written after the burst")
         assert len(timers()) == 1  # the quick one is done; the pending one waits
-        down = subprocess.run([sys.executable, "-m", "fioscope", "lab", "--state-dir", str(state), "down", "--all"],
-                              capture_output=True, text=True)
+        down = fioscope("lab", "--state-dir", str(state), "down", "--all")
         assert down.returncode == 0 and "removed burst timer" in down.stdout, down.stdout + down.stderr
         assert not timers() and not Path(pending["cgroup"]).exists()
     finally:

@@ -8,15 +8,15 @@ while Prometheus runs. The throttling alert must name host A and its device and 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import pytest
-from conftest import REPO, Exporter, wait_for
-from fleet_helpers import NodeExporter, Prometheus, free_port, lab_lock
-from stack_helpers import require_root_lab, write_fioscope_config
-from test_e2e import E2E_SETTINGS, THROTTLE
+from helpers.fleet import run_hosts
+from helpers.lab import E2E_SETTINGS, THROTTLE, lab_lock, require_root_lab
+from helpers.net import free_port, wait_for
+from helpers.processes import Exporter, NodeExporter
+from helpers.prometheus import Prometheus
+from helpers.results import config_with_targets
 
 pytestmark = pytest.mark.e2e
 
@@ -25,8 +25,7 @@ LOAD = {"READ_IOPS": "1400", "WRITE_IOPS": "600", "RUNTIME": "300", "SIZE": "512
 
 
 def add_host(hosts_dir, name: str, node: NodeExporter, exporter: Exporter) -> None:
-    proc = subprocess.run([sys.executable, str(REPO / "stack" / "hosts.py"), "--dir", str(hosts_dir), "add", name, node.address,
-                           f"127.0.0.1:{exporter.port}"], check=False, capture_output=True, text=True)
+    proc = run_hosts("--dir", hosts_dir, "add", name, node.address, f"127.0.0.1:{exporter.port}")
     assert proc.returncode == 0, proc.stderr
 
 
@@ -54,7 +53,7 @@ def test_two_hosts_one_prometheus_alert_names_the_capped_host_and_device(tmp_pat
             for host, kind in (("fleet-a", "throttled"), ("fleet-b", "healthy")):
                 made[host] = disk = lab.up(kind, name=host, size="1G", state_dir=state)
                 (tmp_path / host).mkdir()
-                config = write_fioscope_config(tmp_path / host / "fioscope.yaml", [
+                config = config_with_targets(tmp_path / host / "fioscope.yaml", [
                     {"name": "lab", "directory": disk.mountpoint, "cgroup": disk.cgroup}])
                 config.write_text(config.read_text() + "schedule:\n- {job: cloud-sla-70-30, target: lab, start_delay: 20s, env: "
                                   + "{" + ", ".join(f"{k}: '{v}'" for k, v in LOAD.items()) + "}}\n")
@@ -63,7 +62,7 @@ def test_two_hosts_one_prometheus_alert_names_the_capped_host_and_device(tmp_pat
             exporter_a, node_a, exporter_b, node_b = running
             hosts = tmp_path / "hosts"
             add_host(hosts, "fleet-a", node_a, exporter_a)
-            prom = Prometheus(tmp_path / "prom", [
+            prom = Prometheus.generated(tmp_path / "prom", [
                 *E2E_SETTINGS, "stack.scrape_interval=1s", "stack.evaluation_interval=1s", "stack.rate_window=20s",
                 f"stack.hosts_dir={hosts}", "stack.host=fleet-stack",
                 *[f"stack.ports.{k}={free_port()}" for k in ("node_exporter", "fioscope", "alertmanager", "etcd")]])

@@ -11,10 +11,10 @@ import itertools
 import time
 
 import pytest
-from conftest import wait_for
-from stack_helpers import require_root_lab
-from test_e2e import lab_stack
-from test_reports import fioscope, rendered
+from helpers.cli import fioscope
+from helpers.lab import lab_stack, require_root_lab
+from helpers.net import wait_for
+from helpers.report_page import rendered
 
 pytestmark = pytest.mark.e2e
 

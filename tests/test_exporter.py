@@ -6,69 +6,22 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
-from conftest import FIO_OUTPUTS, FIXTURES, parse_exposition, promtool_check_metrics, require, wait_for
 from fioscope.blockdev import device_for_path
 from fioscope.histogram import BUCKET_BOUNDS
-
-IDENTITY = ("target", "device", "hostname")
-
-
-def sample(metrics: dict, name: str, **labels) -> float:
-    """The one sample of ``name`` whose labels are ``labels`` plus the identity labels (any value).
-
-    Every per-job series carries target, device and hostname (docs/contracts.md section 1);
-    a test that does not name them still requires them present and the match unique.
-    """
-    want = {k: str(v) for k, v in labels.items()}
-    found = []
-    for (n, frozen), value in metrics.items():
-        have = dict(frozen)
-        keys = set(want) | (set(IDENTITY) if n.startswith("fio_") else set())
-        if n == name and set(have) == keys and all(have[k] == v for k, v in want.items()):
-            found.append(value)
-    if len(found) != 1:
-        raise KeyError(f"{name}{want}: {len(found)} samples")
-    return found[0]
-
-
-def write_config(tmp_path, schedule: str, limits: str = "") -> tuple:
-    target = tmp_path / "target"
-    target.mkdir(exist_ok=True)
-    config = tmp_path / "fioscope.yaml"
-    config.write_text(f"""
-results_dir: {tmp_path / 'results'}
-scan_interval: 1s
-status_interval: 1s
-targets:
-  - name: disk
-    directory: {target}
-    {limits}
-schedule:
-{schedule}
-""")
-    return config, target
-
-
-def settle(*paths):
-    """Age files dropped in by hand past the store's settle time, as if their writer finished a while ago."""
-    from fioscope.store import SETTLE_SECONDS
-
-    past = time.time() - SETTLE_SECONDS - 60
-    for path in paths:
-        os.utime(path, (past, past))
-
-
-def result_docs(results_dir, prefix):
-    return [json.loads(p.read_text()) for p in sorted(results_dir.glob(f"{prefix}-*.json")) if not p.name.endswith(".failure.json")]
+from helpers.binaries import require
+from helpers.cli import fioscope
+from helpers.exposition import parse_exposition, promtool_check_metrics, sample
+from helpers.net import wait_for
+from helpers.paths import FIO_OUTPUTS, FIXTURES
+from helpers.results import config_with_schedule, result_docs, settle
 
 
 def test_scheduled_runs_live_and_final(tmp_path, exporter_factory):
     require("fio")
-    config, target = write_config(tmp_path, """
+    config, target = config_with_schedule(tmp_path, """
   - job: cloud-sla-70-30
     target: disk
     env: {RUNTIME: "5", SIZE: 16m, IODEPTH: "4"}
@@ -204,7 +157,7 @@ def test_corpus_dropped_in_is_published(tmp_path, exporter_factory):
 
 def test_failed_fio_runs_are_counted(tmp_path, exporter_factory):
     require("fio")
-    config, target = write_config(tmp_path, f"""
+    config, target = config_with_schedule(tmp_path, f"""
   - job: {FIXTURES / 'jobs' / 'badopt.fio'}
     target: disk
   - job: etcd-wal
@@ -224,25 +177,21 @@ def test_failed_fio_runs_are_counted(tmp_path, exporter_factory):
     assert sample(exporter_factory(results=exp.results).metrics(), "fio_run_failures_total", jobname="badopt") == 1
 
 
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "fioscope", *args], capture_output=True, text=True, timeout=300)
-
-
 def test_run_prints_summary_and_verdicts(tmp_path):
     require("fio")
     target = tmp_path / "t"
     target.mkdir()
     results = tmp_path / "r"
-    ok = run_cli("run", "etcd-wal", "--target.dir", str(target), "--results.dir", str(results), "--env", "SIZE=1m")
+    ok = fioscope("run", "etcd-wal", "--target.dir", str(target), "--results.dir", str(results), "--env", "SIZE=1m")
     assert ok.returncode == 0, ok.stderr
     assert "fdatasync p99" in ok.stdout and ": pass" in ok.stdout
     [doc] = result_docs(results, "etcd-wal")
     p99_ms = doc["jobs"][0]["sync"]["lat_ns"]["percentile"]["99.000000"] / 1e6
     assert f"fdatasync p99 {p99_ms:.2f} ms" in ok.stdout
     # an impossible threshold fails the verdict and the exit code
-    strict = run_cli("run", "etcd-wal", "--target.dir", str(target), "--results.dir", str(results), "--env", "SIZE=1m", "--fsync.threshold", "1us")
+    strict = fioscope("run", "etcd-wal", "--target.dir", str(target), "--results.dir", str(results), "--env", "SIZE=1m", "--fsync.threshold", "1us")
     assert strict.returncode == 1 and "FAIL" in strict.stdout
-    sla = run_cli("run", "cloud-sla-70-30", "--target.dir", str(target), "--results.dir", str(results),
+    sla = fioscope("run", "cloud-sla-70-30", "--target.dir", str(target), "--results.dir", str(results),
                   "--env", "RUNTIME=2", "--env", "SIZE=16m", "--env", "IODEPTH=4",
                   "--limit", "read_iops=700", "--limit", "write_iops=300", "--limit", "independent=true", "--sla.latency", "30ms")
     assert sla.returncode == 0, sla.stdout + sla.stderr
@@ -252,7 +201,7 @@ def test_run_prints_summary_and_verdicts(tmp_path):
 def test_run_refuses_unsafe_job_and_writes_nothing(tmp_path):
     target = tmp_path / "t"
     target.mkdir()
-    proc = run_cli("run", str(FIXTURES / "jobs" / "outside.fio"), "--target.dir", str(target), "--results.dir", str(tmp_path / "r"))
+    proc = fioscope("run", str(FIXTURES / "jobs" / "outside.fio"), "--target.dir", str(target), "--results.dir", str(tmp_path / "r"))
     assert proc.returncode == 2
     assert "outside the target directory" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not os.path.exists("/etc/fioscope-must-not-write")
@@ -261,7 +210,7 @@ def test_run_refuses_unsafe_job_and_writes_nothing(tmp_path):
 
 def test_run_reports_fio_failure(tmp_path):
     require("fio")
-    proc = run_cli("run", str(FIXTURES / "jobs" / "badopt.fio"), "--target.dir", str(tmp_path), "--results.dir", str(tmp_path / "r"))
+    proc = fioscope("run", str(FIXTURES / "jobs" / "badopt.fio"), "--target.dir", str(tmp_path), "--results.dir", str(tmp_path / "r"))
     assert proc.returncode == 1
     assert "badopt failed: fio exited" in proc.stderr
     assert len(list((tmp_path / "r").glob("*.failure.json"))) == 1
@@ -296,7 +245,7 @@ def descendants(pid: int) -> list[int]:
 
 def test_killed_fio_is_a_failed_run(tmp_path, exporter_factory):
     require("fio")
-    config, _ = write_config(tmp_path, """
+    config, _ = config_with_schedule(tmp_path, """
   - job: cloud-sla-70-30
     target: disk
     env: {RUNTIME: "60", SIZE: 16m, IODEPTH: "4", READ_IOPS: "100", WRITE_IOPS: "50"}

@@ -7,17 +7,20 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 
-from conftest import FIO_OUTPUTS, parse_exposition, promtool_check_metrics, require, wait_for
 from fioscope.blockdev import device_for_path
 from fioscope.config import load_config
 from fioscope.parser import split_documents
 from fioscope.scanner import ScanLoop, effective_interval
 from fioscope.store import Store
-from test_exporter import sample, settle
+from helpers.binaries import require
+from helpers.cli import fioscope
+from helpers.exposition import parse_exposition, promtool_check_metrics, sample
+from helpers.net import wait_for
+from helpers.paths import FIO_OUTPUTS
+from helpers.results import settle
 
 
 def _store(results) -> Store:
@@ -35,8 +38,7 @@ def test_same_profile_on_two_targets_side_by_side(tmp_path, exporter_factory):
     config.write_text(f"results_dir: {results}\ntargets:\n"
                       + "".join(f"  - name: {n}\n    directory: {d}\n" for n, d in dirs.items()))
     for name in dirs:
-        proc = subprocess.run([sys.executable, "-m", "fioscope", "run", "etcd-wal", "--config.file", str(config),
-                               "--target", name, "--env", "SIZE=512k"], capture_output=True, text=True, timeout=120, check=False)
+        proc = fioscope("run", "etcd-wal", "--config.file", str(config), "--target", name, "--env", "SIZE=512k", timeout=120)
         assert proc.returncode in (0, 1), proc.stderr
     exp = exporter_factory(config=config)
     text = exp.metrics_text()

@@ -6,9 +6,8 @@ import subprocess
 import time
 
 import pytest
-from conftest import wait_for
-from stack_helpers import require_root_lab
-from test_e2e import lab_stack
+from helpers.lab import lab_stack, require_root_lab
+from helpers.net import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -11,28 +11,31 @@ from __future__ import annotations
 import json
 import time
 
-from conftest import Exporter, require
-from fleet_helpers import NodeExporter, Prometheus, wait_for
-from stack_helpers import fioscope_run
-from test_exporter import write_config
-from test_fleet import fleet_overrides, running  # noqa: F401 - the fixture
+from helpers.binaries import require
+from helpers.cli import fioscope
+from helpers.exposition import sample
+from helpers.fleet import fleet_overrides
+from helpers.net import wait_for
+from helpers.processes import Exporter, NodeExporter
+from helpers.prometheus import Prometheus
+from helpers.results import config_with_schedule
 
 SYNC = 'jobname="etcd-wal",ddir="sync",stage="lat"'
 
 
-def test_first_run_counts_and_a_restart_counts_nothing_twice(tmp_path, running):  # noqa: F811 - the fixture
+def test_first_run_counts_and_a_restart_counts_nothing_twice(tmp_path, running):
     require("fio")
     exporter = Exporter(tmp_path)
     running.append(exporter)
     node = NodeExporter(tmp_path / "node.log", device_include="^vda$")
     running.append(node)
-    prom = Prometheus(tmp_path / "prom", fleet_overrides(tmp_path / "hosts", node.port, exporter.port))
+    prom = Prometheus.generated(tmp_path / "prom", fleet_overrides(tmp_path / "hosts", node.port, exporter.port))
     running.append(prom)
     wait_for(lambda: prom.client.value('up{job="fioscope"}') == 1, 15, what="the exporter scraped")
 
     target = tmp_path / "target"
     target.mkdir()
-    proc = fioscope_run("run", "etcd-wal", "--target.dir", str(target), "--results.dir", str(exporter.results), "--env", "SIZE=2m")
+    proc = fioscope("run", "etcd-wal", "--target.dir", str(target), "--results.dir", str(exporter.results), "--env", "SIZE=2m")
     assert proc.returncode in (0, 1), proc.stderr  # 1: this disk may be too slow for etcd; the run is what counts
     [result] = [json.loads(p.read_text()) for p in exporter.results.glob("etcd-wal*.json")]
     fdatasyncs = result["jobs"][0]["sync"]["lat_ns"]["N"]
@@ -64,7 +67,7 @@ def test_first_run_counts_and_a_restart_counts_nothing_twice(tmp_path, running):
 def test_scheduled_first_run_is_shown_at_zero_first_even_if_no_scrape_saw_it_running(tmp_path, exporter_factory):
     """A scheduled etcd-wal run lasts well under a second: no scrape need see it running at 0."""
     require("fio")
-    config, _ = write_config(tmp_path, """
+    config, _ = config_with_schedule(tmp_path, """
   - job: etcd-wal
     target: disk
     start_delay: 1s
@@ -78,13 +81,9 @@ def test_scheduled_first_run_is_shown_at_zero_first_even_if_no_scrape_saw_it_run
     first, second = exporter.metrics(), exporter.metrics()
     [result] = [json.loads(p.read_text()) for p in exporter.results.glob("etcd-wal*.json")]
     fdatasyncs = result["jobs"][0]["sync"]["lat_ns"]["N"]
-    assert _value(first, "fio_runs_total", labels) == 0 and _value(second, "fio_runs_total", labels) == 1
-    assert _value(first, "fio_latency_seconds_count", {**labels, "ddir": "sync", "stage": "lat"}) == 0
-    assert _value(second, "fio_latency_seconds_count", {**labels, "ddir": "sync", "stage": "lat"}) == fdatasyncs
+    assert sample(first, "fio_runs_total", **labels) == 0 and sample(second, "fio_runs_total", **labels) == 1
+    assert sample(first, "fio_latency_seconds_count", **labels, ddir="sync", stage="lat") == 0
+    assert sample(second, "fio_latency_seconds_count", **labels, ddir="sync", stage="lat") == fdatasyncs
     # the last-run figures are not held back: only what rate() needs a zero for
-    assert _value(first, "fio_run_latency_seconds_count", {**labels, "ddir": "sync", "stage": "lat"}) == fdatasyncs
+    assert sample(first, "fio_run_latency_seconds_count", **labels, ddir="sync", stage="lat") == fdatasyncs
 
-
-def _value(metrics: dict, name: str, labels: dict) -> float:
-    [value] = [v for (n, ls), v in metrics.items() if n == name and labels.items() <= dict(ls).items()]
-    return value

@@ -13,35 +13,21 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, Exporter, require
-from fleet_helpers import NodeExporter, Prometheus, free_port, wait_for
+from helpers.binaries import require
+from helpers.cli import run
+from helpers.fleet import fleet_overrides, run_hosts
+from helpers.net import free_port, wait_for
+from helpers.paths import REPO
+from helpers.processes import Exporter, NodeExporter
+from helpers.prometheus import Prometheus
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     import crypt  # bcrypt hashes for the web config (libxcrypt)
 
-HOSTS = [sys.executable, str(REPO / "stack" / "hosts.py")]
-
-
-def fleet_overrides(hosts_dir: Path, node_port: int, fioscope_port: int, extra: list[str] | None = None) -> list[str]:
-    return [f"stack.ports.node_exporter={node_port}", f"stack.ports.fioscope={fioscope_port}",
-            f"stack.ports.alertmanager={free_port()}", f"stack.ports.etcd={free_port()}",
-            "stack.scrape_interval=1s", "stack.evaluation_interval=1s", "stack.host=lab-a", f"stack.hosts_dir={hosts_dir}",
-            *(extra or [])]
-
-
-@pytest.fixture
-def running(tmp_path):
-    require("prometheus")
-    require("prometheus-node-exporter")
-    started: list = []
-    yield started
-    for proc in reversed(started):
-        proc.stop()
-
 
 def up_hosts(prom: Prometheus, job: str) -> dict[str, str]:
-    return {t["labels"].get("host", ""): t["health"] for t in prom.targets(job)}
+    return {t["labels"].get("host", ""): t["health"] for t in prom.client.targets(job)}
 
 
 def test_prometheus_discovers_a_host_added_while_it_runs(tmp_path, running):
@@ -51,13 +37,12 @@ def test_prometheus_discovers_a_host_added_while_it_runs(tmp_path, running):
     running.append(node)
     hosts = tmp_path / "hosts"
     hosts.mkdir()
-    prom = Prometheus(tmp_path / "prom", fleet_overrides(hosts, node.port, exporter.port))
+    prom = Prometheus.generated(tmp_path / "prom", fleet_overrides(hosts, node.port, exporter.port))
     running.append(prom)
     for job in ("node", "fioscope"):
         wait_for(lambda job=job: up_hosts(prom, job) == {"lab-a": "up"}, 15, what=f"{job} of the local host up")
 
-    added = subprocess.run([*HOSTS, "--dir", str(hosts), "add", "db-7", node.address, f"127.0.0.1:{exporter.port}"],
-                           check=False, capture_output=True, text=True)
+    added = run_hosts("--dir", hosts, "add", "db-7", node.address, f"127.0.0.1:{exporter.port}")
     assert added.returncode == 0, added.stderr
     started = time.time()
     for job in ("node", "fioscope"):
@@ -75,9 +60,9 @@ def test_prometheus_discovers_a_host_added_while_it_runs(tmp_path, running):
     # a group written by hand without a host label is named after its address; the internal job label never shows
     (hosts / "bare.yml").write_text(yaml.safe_dump([{"targets": [f"127.0.0.1:{exporter.port}"], "labels": {"__fioscope_job": "fioscope"}}]))
     wait_for(lambda: set(up_hosts(prom, "fioscope")) == {"lab-a", "db-7", "127.0.0.1"}, 10, what="bare group named by address")
-    assert all("__fioscope_job" not in t["labels"] for t in prom.targets())
+    assert all("__fioscope_job" not in t["labels"] for t in prom.client.targets())
 
-    removed = subprocess.run([*HOSTS, "--dir", str(hosts), "remove", "db-7"], check=False, capture_output=True, text=True)
+    removed = run_hosts("--dir", hosts, "remove", "db-7")
     assert removed.returncode == 0, removed.stderr
     wait_for(lambda: "db-7" not in up_hosts(prom, "node"), 10, what="db-7 gone after remove")
 
@@ -100,15 +85,15 @@ def test_generated_config_scrapes_with_tls_and_basic_auth(tmp_path, running):
     running.append(node)
     password = tmp_path / "scrape-password"
     password.write_text("s3cret-fleet\n")
-    prom = Prometheus(tmp_path / "prom", fleet_overrides(tmp_path / "hosts", node.port, free_port(), [
+    prom = Prometheus.generated(tmp_path / "prom", fleet_overrides(tmp_path / "hosts", node.port, free_port(), [
         "stack.scrape_tls.enabled=true", f"stack.scrape_tls.ca_file={cert}",
         "stack.scrape_basic_auth.username=prometheus", f"stack.scrape_basic_auth.password_file={password}"]))
     running.append(prom)
     wait_for(lambda: prom.client.value('up{job="node",host="lab-a"}') == 1, 15, what="TLS + basic auth scrape up")
-    assert prom.targets("node")[0]["scrapeUrl"].startswith("https://")
+    assert prom.client.targets("node")[0]["scrapeUrl"].startswith("https://")
 
     password.write_text("wrong\n")  # read on every scrape
-    wait_for(lambda: "401" in prom.targets("node")[0]["lastError"], 10, what="401 with a wrong password")
+    wait_for(lambda: "401" in prom.client.targets("node")[0]["lastError"], 10, what="401 with a wrong password")
     assert prom.client.value('up{job="node",host="lab-a"}') == 0
 
 
@@ -118,8 +103,7 @@ def test_generated_config_scrapes_with_tls_and_basic_auth(tmp_path, running):
      "basic auth needs stack.scrape_tls.enabled"),
 ])
 def test_scrape_credentials_never_default_and_never_travel_in_clear(tmp_path, sets, message):
-    proc = subprocess.run([sys.executable, str(REPO / "alerts" / "generate.py"), "--out", str(tmp_path),
-                           *[arg for s in sets for arg in ("--set", s)]], check=False, capture_output=True, text=True)
+    proc = run([sys.executable, REPO / "alerts" / "generate.py", "--out", tmp_path, *[arg for s in sets for arg in ("--set", s)]])
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1 and message in proc.stderr, proc.stderr
 
 
@@ -129,6 +113,6 @@ def test_scrape_credentials_never_default_and_never_travel_in_clear(tmp_path, se
     (["db-7", "10.0.0.7:9100", "10.0.0.7:99999"], "FIOSCOPE_ADDR"),
 ])
 def test_add_host_rejects_bad_input_in_one_line(tmp_path, args, message):
-    proc = subprocess.run([*HOSTS, "--dir", str(tmp_path), "add", *args], check=False, capture_output=True, text=True)
+    proc = run_hosts("--dir", tmp_path, "add", *args)
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1 and message in proc.stderr, proc.stderr
     assert list(tmp_path.iterdir()) == []

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import FIXTURES, REPO, free_port, wait_for
+from helpers.cli import fioscope, fioscope_command
+from helpers.net import free_port, wait_for
+from helpers.paths import FIXTURES, REPO, checkout_env
 
 GUARD = FIXTURES / "jobs" / "guard"
 
@@ -58,10 +59,6 @@ def layout(tmp_path):
     (sentinel / "precious").write_bytes(b"keep me\n" * 16384)  # 128 KiB: fio writes into it rather than laying it out anew
     os.link(sentinel / "precious", target / "hardlink")
     return tmp_path
-
-
-def fioscope(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fioscope", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False)
 
 
 def outside_target(root: Path) -> dict[str, tuple[int, int]]:
@@ -168,8 +165,8 @@ def test_schedule_entry_env_bypass_is_refused_by_check_and_serve(layout):
     assert check.returncode == 2 and "${EXTRA}: takes the option name from a variable" in check.stderr, check.stderr
     before = outside_target(layout)
     port = free_port()
-    serve = subprocess.Popen([sys.executable, "-m", "fioscope", "serve", "--config.file", str(config),
-                              "--web.listen-address", f"127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    serve = subprocess.Popen(fioscope_command("serve", "--config.file", config, "--web.listen-address", f"127.0.0.1:{port}"),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=checkout_env())
     try:
         log: list[str] = []
 

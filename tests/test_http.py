@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import free_port, http_get, wait_for
+from helpers.net import http_get
 
 THREAD_BOUND = 32  # the serving pool (16) plus main, scan, scheduler and interpreter threads
 
 
 @pytest.fixture
-def server(tmp_path):
-    port = free_port()
-    (tmp_path / "results").mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "fioscope", "serve", "--results.dir", str(tmp_path / "results"),
-                             "--web.listen-address", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_for(lambda: http_get(f"http://127.0.0.1:{port}/-/healthy"), timeout=20, what="the exporter")
-        yield proc, port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+def server(exporter_factory):
+    exporter = exporter_factory()
+    return exporter.proc, exporter.port
 
 
 def threads(pid: int) -> int:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, require
+from helpers.binaries import require
+from helpers.paths import REPO
 
 DEPLOY = REPO / "deploy" / "kubernetes"
 OVERLAYS = ("base", "overlays/control-plane", "overlays/all-nodes")
@@ -36,7 +37,7 @@ KUBE_JOBS = {"node": "node-exporter", "etcd": "kube-etcd"}
 
 
 def _needed(present: bool, what: str) -> None:
-    """Like conftest.require() for things setup.sh puts in the cache: skip locally, fail in CI."""
+    """Like helpers.binaries.require() for things setup.sh puts in the cache: skip locally, fail in CI."""
     if not present:
         message = f"{what} missing: run scripts/setup.sh"
         if os.environ.get("CI"):

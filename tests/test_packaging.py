@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers.paths import REPO
 
 pytestmark = pytest.mark.e2e  # builds a wheel (setuptools from the index) and a venv: ~15 s
 

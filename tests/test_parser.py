@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from conftest import FIO_OUTPUTS
 from fioscope.parser import DocumentStream, ParseError, TruncatedError, parse_file, parse_text, quantile_label
+from helpers.paths import FIO_OUTPUTS
 
 V3 = ["fio-3.33", "fio-3.42"]
 

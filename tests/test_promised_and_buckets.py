@@ -7,11 +7,12 @@ import math
 import random
 
 import pytest
-from conftest import FIO_OUTPUTS
 from fioscope.config import Limits
 from fioscope.histogram import BUCKET_BOUNDS, bucket_counts
 from fioscope.parser import parse_file, percentile_from_bins
 from fioscope.promised import fio_size_bytes, promised_iops, write_share
+from helpers.histogram import histogram_quantile
+from helpers.paths import FIO_OUTPUTS
 
 
 def test_iops_and_bandwidth_combine_per_direction():
@@ -49,26 +50,6 @@ def test_fio_sizes(value, size):
 def test_write_share():
     assert write_share({"rw": "randrw", "rwmixwrite": "30"}) == pytest.approx(0.3)
     assert write_share({"rw": "rw"}) == 0.5
-
-
-def histogram_quantile(q: float, bounds, counts) -> float:
-    """Prometheus' bucketQuantile (promql/quantile.go) over per-bucket ``counts`` (last: +Inf)."""
-    cumulative, total = [], 0
-    for n in counts:
-        total += n
-        cumulative.append(total)
-    if total == 0:
-        return math.nan
-    rank = q * total
-    b = next(i for i, c in enumerate(cumulative[:-1] + [math.inf]) if c >= rank)
-    if b == len(cumulative) - 1:
-        return bounds[-1]
-    start, end, count = 0.0, bounds[b], cumulative[b]
-    if b > 0:
-        start = bounds[b - 1]
-        count -= cumulative[b - 1]
-        rank -= cumulative[b - 1]
-    return start + (end - start) * (rank / count)
 
 
 def fio_bin_value(index: int) -> int:

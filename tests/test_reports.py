@@ -13,90 +13,17 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO
+from helpers.cli import fioscope
+from helpers.net import free_port
+from helpers.paths import FIXTURES, REPO
+from helpers.prometheus import Prometheus
+from helpers.report_page import rendered
 
-EXPORTER = str(REPO / "exporter")
 IOSTAT = FIXTURES / "iostat"
 LAB_CAP_IOPS = 200  # capture.sh: --read-iops 200
-
-
-def fioscope(*args: str, timeout: float = 300, tty: bool = False) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": EXPORTER}
-    env.pop("CI", None)
-    cmd = [sys.executable, "-m", "fioscope", *args]
-    if tty:  # under a pseudo-terminal, as a person at a shell sees it
-        cmd = ["script", "-qec", " ".join(f"'{c}'" for c in cmd), "/dev/null"]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-
-
-# ---- the browser ---------------------------------------------------------------------------
-
-def chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not path:
-        pytest.fail("chromium is not installed (scripts/setup.sh installs it)")
-    return path
-
-
-def open_in_chromium(html: Path, screenshot: Path) -> tuple[str, list[str]]:
-    """(DOM after rendering, console messages); network off: a dead proxy, no name resolution."""
-    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9",
-            "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0"]
-    dom = subprocess.run(base + ["--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=120, check=False)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    shot = subprocess.run(base + [f"--screenshot={screenshot}", "--window-size=1100,2400", html.as_uri()],
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert shot.returncode == 0 and screenshot.stat().st_size > 10_000, shot.stderr[-2000:]
-    console = [ln for ln in (dom.stderr + shot.stderr).splitlines() if ":CONSOLE" in ln or "net::ERR" in ln]
-    return dom.stdout, console
-
-
-class Verdicts(HTMLParser):
-    """The verdict items of a rendered report: their data-* attributes and text."""
-
-    def __init__(self, dom: str):
-        super().__init__()
-        self.items: list[dict] = []
-        self._open: dict | None = None
-        self.images: list[str] = []
-        self.external: list[str] = []
-        self.feed(dom)
-
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        if tag == "li" and "verdict" in (a.get("class") or ""):
-            self._open = {**a, "text": ""}
-            self.items.append(self._open)
-        if tag == "img":
-            self.images.append(a.get("src", ""))
-        for key in ("src", "href"):
-            if re.match(r"^(https?:)?//", a.get(key) or ""):
-                self.external.append(a[key])
-
-    def handle_endtag(self, tag):
-        if tag == "li":
-            self._open = None
-
-    def handle_data(self, data):
-        if self._open is not None:
-            self._open["text"] += data
-
-    def of(self, kind: str, **data: str) -> list[dict]:
-        return [v for v in self.items if v.get("data-kind") == kind and all(v.get(f"data-{k}") == x for k, x in data.items())]
-
-
-def rendered(out: Path, tmp_path: Path) -> Verdicts:
-    dom, console = open_in_chromium(out / "report.html", tmp_path / "screenshot.png")
-    assert console == [], console
-    page = Verdicts(dom)
-    assert page.external == [], "the report must open with no network"
-    assert page.images and all(src.startswith("data:image/png;base64,") for src in page.images)
-    return page
 
 
 # ---- offline diagnosis from real iostat captures -----------------------------------------------
@@ -339,18 +266,13 @@ def test_empty_results_dir(tmp_path):
 
 
 def test_prometheus_down(tmp_path):
-    from conftest import free_port
-
     out = tmp_path / "out"
     proc = fioscope("report", "--prometheus.url", f"http://127.0.0.1:{free_port()}", "--last", "1h", "--output", str(out))
     assert_one_line_failure(proc, out, "--prometheus.url", "cannot reach Prometheus")
 
 
 def test_window_with_no_data(tmp_path):
-    from fioscope.reporting.iostat import TemporaryPrometheus
-
-    server = TemporaryPrometheus(tmp_path / "tsdb", tmp_path)
-    server.start()
+    server = Prometheus.scraping(tmp_path / "prometheus", [])
     try:
         out = tmp_path / "out"
         proc = fioscope("report", "--prometheus.url", server.url, "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T01:00:00Z",

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
-from conftest import FIXTURES, REPO, require
+from helpers.binaries import require
+from helpers.cli import run
+from helpers.paths import FIXTURES, REPO
 
 ALERTS = REPO / "alerts"
 GENERATE = [sys.executable, str(ALERTS / "generate.py")]
-
-
-def run(cmd, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
 def test_committed_files_are_generated_from_config():

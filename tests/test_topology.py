@@ -6,12 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import promtool_check_metrics
 from fioscope import blockdev
 from fioscope.collector.topology import TopologyCollector
 from fioscope.config import Config, Target
 from fioscope.store import Store
-from fleet_helpers import lab_lock
+from helpers.exposition import promtool_check_metrics
+from helpers.lab import lab_lock
 from prometheus_client import CollectorRegistry, generate_latest
 
 

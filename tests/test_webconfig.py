@@ -7,7 +7,6 @@ import http.client
 import shutil
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -16,7 +15,10 @@ from pathlib import Path
 import bcrypt
 import pytest
 import yaml
-from conftest import free_port, wait_for
+from helpers.cli import fioscope_command
+from helpers.net import free_port, wait_for
+from helpers.paths import checkout_env
+from helpers.prometheus import Prometheus
 
 PASSWORD = "correct horse battery staple"
 
@@ -56,15 +58,15 @@ def get(url: str, context: ssl.SSLContext | None, user: str | None = None, passw
 
 
 def start(argv: list[str], port: int, web_config: Path, tmp_path: Path) -> subprocess.Popen:
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=checkout_env())
     wait_for(lambda: get(f"https://127.0.0.1:{port}/metrics", tls_context(web_config))[0] == 401, timeout=20,
              what=f"{argv[0]} on TLS")
     return proc
 
 
 def fioscope_serve(port: int, web_config: Path, tmp_path: Path, host: str = "127.0.0.1") -> list[str]:
-    return [sys.executable, "-m", "fioscope", "serve", "--results.dir", str(tmp_path / "results"),
-            "--web.listen-address", f"{host}:{port}", "--web.config.file", str(web_config)]
+    return fioscope_command("serve", "--results.dir", tmp_path / "results", "--web.listen-address", f"{host}:{port}",
+                            "--web.config.file", web_config)
 
 
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
@@ -100,7 +102,7 @@ def test_one_web_config_secures_fioscope_and_node_exporter(exporter, web_config,
 
 
 def _first_log_lines(argv: list[str], port: int, cwd: Path, context: ssl.SSLContext | None) -> str:
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd, env=checkout_env())
     try:
         scheme = "https" if context else "http"
         wait_for(lambda: get(f"{scheme}://127.0.0.1:{port}/-/healthy", context)[0] in (200, 401), timeout=20, what="listening")
@@ -112,7 +114,7 @@ def _first_log_lines(argv: list[str], port: int, cwd: Path, context: ssl.SSLCont
 
 def test_listening_beyond_loopback_without_web_config_warns(web_config, tmp_path):
     port = free_port()
-    plain = [sys.executable, "-m", "fioscope", "serve", "--results.dir", str(tmp_path / "results"), "--web.listen-address", f"0.0.0.0:{port}"]
+    plain = fioscope_command("serve", "--results.dir", tmp_path / "results", "--web.listen-address", f"0.0.0.0:{port}")
     assert "beyond loopback without TLS or authentication" in _first_log_lines(plain, port, tmp_path, None)
     port = free_port()
     secured = _first_log_lines(fioscope_serve(port, web_config, tmp_path, "0.0.0.0"), port, tmp_path, tls_context(web_config))
@@ -133,17 +135,15 @@ def test_listening_beyond_loopback_without_web_config_warns(web_config, tmp_path
 def test_bad_web_config_is_one_line_exit_2(content, message, web_config, tmp_path):
     path = web_config.parent / f"bad-{abs(hash(message))}.yml"
     path.write_text(yaml.safe_dump(content))
-    proc = subprocess.run(fioscope_serve(free_port(), path, tmp_path), capture_output=True, text=True, timeout=30, check=False)
+    proc = subprocess.run(fioscope_serve(free_port(), path, tmp_path), capture_output=True, text=True, timeout=30, check=False,
+                          env=checkout_env())
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0] and str(path) in lines[0], proc.stderr
 
 
 def test_prometheus_scrapes_fioscope_over_tls_with_basic_auth(web_config, tmp_path):
     """The ecosystem's own client: Prometheus with tls_config and basic_auth; a wrong password is a failed scrape."""
-    import json
-    import urllib.parse
-
-    port, prom_port = free_port(), free_port()
+    port = free_port()
     proc = start(fioscope_serve(port, web_config, tmp_path), port, web_config, tmp_path)
     (tmp_path / "right").write_text(PASSWORD)
     (tmp_path / "wrong").write_text("wrong")
@@ -154,22 +154,17 @@ def test_prometheus_scrapes_fioscope_over_tls_with_basic_auth(web_config, tmp_pa
                 "basic_auth": {"username": "prometheus", "password_file": str(tmp_path / password_file)},
                 "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
 
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({"scrape_configs": [job("right", "right"), job("wrong", "wrong")]}))
-    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{prom_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prom = Prometheus.scraping(tmp_path / "prometheus", [job("right", "right"), job("wrong", "wrong")])
     try:
         def query(expr: str) -> dict:
-            url = f"http://127.0.0.1:{prom_port}/api/v1/query?query={urllib.parse.quote(expr)}"
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                return {r["metric"]["job"]: float(r["value"][1]) for r in json.load(resp)["data"]["result"]}
+            return {r["metric"]["job"]: float(r["value"][1]) for r in prom.client.query(expr)}
 
         values = wait_for(lambda: (v := query("up")) and len(v) == 2 and v, timeout=30, what="both scrapes")
         assert values == {"right": 1.0, "wrong": 0.0}
         assert wait_for(lambda: query("fioscope_up"), timeout=10, what="fioscope_up") == {"right": 1.0}
     finally:
-        prom.terminate()
+        prom.stop()
         proc.terminate()
-        prom.wait(timeout=10)
         proc.wait(timeout=10)
 
 

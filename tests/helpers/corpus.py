@@ -18,7 +18,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-FIO_OUTPUTS = Path(__file__).resolve().parent / "fixtures" / "fio-outputs"
+from helpers.paths import FIO_OUTPUTS
+
 SEED = 20261122
 BASES = ["randrw.json", "etcd.json+", "lat_percentiles.json+", "mixed_both.json", "numjobs2.json", "clientserver.json"]
 RAW = "@@RAW@@"  # a string replaced by raw JSON text (1e400, NaN) after json.dumps

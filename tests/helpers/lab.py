@@ -1,0 +1,133 @@
+"""The root-only lab for the end-to-end tests: lab disks, the native stack over them and an Alertmanager webhook.
+
+Everything is started from the repository's own config files; intervals, windows and `for:` durations are
+shortened through alerts/config.yaml overrides (`--set`), never by copying a rule file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers.binaries import require
+from helpers.native_stack import NativeStack
+from helpers.net import free_port
+from helpers.prometheus import PromClient
+from helpers.results import config_with_targets
+
+# the e2e suite's shortened windows and `for:` durations
+E2E_SETTINGS = [
+    "thresholds.throttle.fio_window=20s", "thresholds.throttle.window=60s",
+    "durations.throttled_fio=10s", "durations.throttled=20s",
+    "durations.fsync=0s", "durations.etcd_fsync=10s", "thresholds.etcd_window=30s",
+    "stack.alertmanager_group_interval=5s", "thresholds.throttle.baseline_interval=20s",
+]
+THROTTLE = ("FioscopeDiskThrottledUnderFioLoad", "FioscopeDiskThrottled")
+LAB_LOCK = Path("/tmp/fioscope-lab.lock")
+
+
+def require_root_lab():
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("the lab tests need root in CI")
+        pytest.skip("needs root (loop devices, cgroups)")
+    for tool in ("fio", "losetup", "mkfs.ext4", "prometheus", "iostat"):
+        require(tool)
+
+
+@contextlib.contextmanager
+def lab_lock():
+    """The machine-wide lab lock, unless this process already holds it (run under `flock /tmp/fioscope-lab.lock`)."""
+    fds = Path("/proc/self/fd")
+    if any(os.path.realpath(fd) == str(LAB_LOCK) for fd in fds.iterdir() if fd.is_symlink()):
+        yield
+        return
+    with LAB_LOCK.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+class Webhook:
+    """Alertmanager's webhook receiver: records (receive time, alert) for every firing alert."""
+
+    def __init__(self):
+        self.received: list[tuple[float, dict]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                now = time.time()
+                for alert in body.get("alerts", []):
+                    if alert.get("status") == "firing":
+                        owner.received.append((now, alert))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def first(self, alertname: str, **labels) -> float | None:
+        for when, alert in self.received:
+            if alert["labels"].get("alertname") == alertname and all(alert["labels"].get(k) == v for k, v in labels.items()):
+                return when
+        return None
+
+    def names(self) -> set[str]:
+        return {a["labels"]["alertname"] for _, a in self.received}
+
+    def close(self):
+        self.server.shutdown()
+
+
+def e2e_overrides(webhook_url: str = "", rate_window: str = "20s", extra: list[str] | None = None) -> list[str]:
+    """The native stack on free ports with 1 s scrapes and evaluations."""
+    ports = {k: free_port() for k in ("prometheus", "alertmanager", "node_exporter", "fioscope", "etcd")}
+    sets = [f"stack.ports.{k}={v}" for k, v in ports.items()] + [
+        "stack.scrape_interval=1s", "stack.evaluation_interval=1s", f"stack.rate_window={rate_window}",
+    ]
+    if webhook_url:
+        sets.append(f"stack.alertmanager_webhook={webhook_url}")
+    return sets + (extra or [])
+
+
+@contextlib.contextmanager
+def lab_stack(tmp_path: Path, disks: dict[str, dict], schedule: list[dict] | None = None):
+    """Lab disks {name: {kind, limits...}}, and the native stack with a fioscope target on each.
+    Yields (made disks, stack, webhook, PromClient)."""
+    from fioscope import lab
+
+    state = tmp_path / "lab"
+    made, webhook, stack = {}, Webhook(), None
+    try:
+        for name, spec in disks.items():
+            made[name] = lab.up(spec["kind"], name=name, size="2G", state_dir=state)
+        targets = [{"name": name, "directory": d.mountpoint, "cgroup": d.cgroup, "sla_latency": "30ms",
+                    **({"limits": disks[name]["limits"]} if "limits" in disks[name] else {})} for name, d in made.items()]
+        config = config_with_targets(tmp_path / "fioscope.yaml", targets)
+        if schedule:
+            data = yaml.safe_load(config.read_text())
+            data["schedule"] = schedule
+            config.write_text(yaml.safe_dump(data))
+        stack = NativeStack(tmp_path / "stack", e2e_overrides(webhook.url, extra=E2E_SETTINGS), fioscope_config=config)
+        stack.start()
+        yield made, stack, webhook, PromClient(stack.url("prometheus"))
+    finally:
+        if stack:
+            stack.stop()
+        webhook.close()
+        for name in made:
+            lab.down(name, state)

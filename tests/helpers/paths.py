@@ -1,0 +1,18 @@
+"""Where the repository and its fixtures are, and the environment that runs this checkout's code."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+FIO_OUTPUTS = FIXTURES / "fio-outputs"
+
+
+def checkout_env() -> dict[str, str]:
+    """os.environ with this checkout's exporter and mixin first on PYTHONPATH: a subprocess runs the code under test,
+    not whatever copy of the package is installed."""
+    own = [str(REPO / "exporter"), str(REPO / "mixin")]
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in own]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(own + inherited)}

@@ -1,0 +1,101 @@
+"""The one way tests start Prometheus (``Prometheus``), and its HTTP API (``PromClient``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from helpers.binaries import first_installed
+from helpers.native_stack import write_stack_files
+from helpers.net import free_port, wait_for
+
+
+class PromClient:
+    """Prometheus' HTTP API at ``base``: instant queries, targets, rule groups."""
+
+    def __init__(self, base: str):
+        self.base = base
+
+    def _get(self, path: str, params: dict | None = None) -> dict:
+        url = f"{self.base}{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = json.load(r)
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str, at: float | None = None) -> list[dict]:
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        return self._get("/api/v1/query", params)["result"]
+
+    def value(self, expr: str, at: float | None = None) -> float | None:
+        """The first result's value, or None when the query returns nothing."""
+        result = self.query(expr, at)
+        return float(result[0]["value"][1]) if result else None
+
+    def targets(self, job: str | None = None) -> list[dict]:
+        active = self._get("/api/v1/targets", {"state": "active"})["activeTargets"]
+        return [t for t in active if job is None or t["labels"].get("job") == job]
+
+    def rules(self) -> list[dict]:
+        """The rule groups, with each group's and rule's last evaluation time."""
+        return self._get("/api/v1/rules")["groups"]
+
+
+class Prometheus:
+    """``prometheus`` on a free loopback port with ``config``, its TSDB under ``root``; ready (``/-/ready``) once constructed."""
+
+    def __init__(self, root: Path, config: Path, port: int | None = None, extra_args: list[str] | None = None):
+        self.root = root
+        self.config = config
+        self.port = port or free_port()
+        root.mkdir(parents=True, exist_ok=True)
+        self.log = root / "prometheus.log"
+        self.proc = subprocess.Popen(
+            [first_installed("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={root / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle", *(extra_args or [])],
+            stdout=self.log.open("w"), stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.client = PromClient(self.url)
+        try:
+            wait_for(lambda: urllib.request.urlopen(f"{self.url}/-/ready", timeout=10).read() is not None, 30, what="prometheus ready")
+        except AssertionError:
+            self.stop()
+            raise AssertionError(f"prometheus did not start:\n{self.log.read_text()[-2000:]}") from None
+
+    @classmethod
+    def generated(cls, root: Path, overrides: list[str], extra_args: list[str] | None = None) -> Prometheus:
+        """With the repository's generated prometheus.yml and rule files (``--set`` overrides); its own job scrapes it
+        (prometheus_tsdb_head_series and friends)."""
+        port = free_port()
+        return cls(root, write_stack_files(root, [*overrides, f"stack.ports.prometheus={port}"]), port, extra_args)
+
+    @classmethod
+    def scraping(cls, root: Path, scrape_configs: list[dict], interval: str = "1s") -> Prometheus:
+        """With a config of only ``scrape_configs``, scraping and evaluating every ``interval``."""
+        root.mkdir(parents=True, exist_ok=True)
+        config = root / "prometheus.yml"
+        config.write_text(yaml.safe_dump({"global": {"scrape_interval": interval, "evaluation_interval": interval},
+                                          "scrape_configs": scrape_configs}))
+        return cls(root, config)
+
+    def rss_bytes(self) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
