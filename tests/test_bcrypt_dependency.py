@@ -6,7 +6,7 @@ import subprocess
 import sys
 import tomllib
 
-from conftest import REPO
+from helpers.paths import REPO
 
 CHECK = """
 import base64, sys

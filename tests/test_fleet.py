@@ -8,9 +8,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 
+import bcrypt
 import pytest
 import yaml
 from helpers.binaries import require
@@ -20,10 +20,6 @@ from helpers.net import free_port, wait_for
 from helpers.paths import REPO
 from helpers.processes import Exporter, NodeExporter
 from helpers.prometheus import Prometheus
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    import crypt  # bcrypt hashes for the web config (libxcrypt)
 
 
 def up_hosts(prom: Prometheus, job: str) -> dict[str, str]:
@@ -80,7 +76,7 @@ def test_generated_config_scrapes_with_tls_and_basic_auth(tmp_path, running):
     cert, key = _tls_material(tmp_path)
     web = tmp_path / "web.yml"
     web.write_text(yaml.safe_dump({"tls_server_config": {"cert_file": str(cert), "key_file": str(key)},
-                                   "basic_auth_users": {"prometheus": crypt.crypt("s3cret-fleet", crypt.mksalt(crypt.METHOD_BLOWFISH))}}))
+                                   "basic_auth_users": {"prometheus": bcrypt.hashpw(b"s3cret-fleet", bcrypt.gensalt(10)).decode()}}))
     node = NodeExporter(tmp_path / "node.log", device_include="^vda$", web_config=web)
     running.append(node)
     password = tmp_path / "scrape-password"

@@ -7,15 +7,11 @@ a duplicate YAML key is refused wherever the exporter reads YAML.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO
-
-
-def fioscope(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fioscope", *args], capture_output=True, text=True, timeout=120, check=False)
+from helpers.cli import fioscope
+from helpers.paths import FIXTURES, REPO
 
 
 def one_line(proc: subprocess.CompletedProcess) -> str:
@@ -64,7 +60,7 @@ def test_run_duration_flags(tmp_path, flag):
 
 
 def test_report_last_takes_days(tmp_path):
-    from conftest import free_port
+    from helpers.net import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
     ok = fioscope("report", "--prometheus.url", dead, "--last", "1d", "--output", str(tmp_path / "out"))

@@ -9,10 +9,11 @@ import shutil
 import time
 from pathlib import Path
 
-from conftest import FIO_OUTPUTS, parse_exposition
 from fioscope.config import Config
 from fioscope.parser import parse_file
 from fioscope.store import Store
+from helpers.exposition import parse_exposition
+from helpers.paths import FIO_OUTPUTS
 
 ETCD = FIO_OUTPUTS / "fio-3.33" / "etcd.json+"
 STATUS = FIO_OUTPUTS / "fio-3.33" / "status.json"
