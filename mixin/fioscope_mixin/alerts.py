@@ -3,8 +3,8 @@ Templates take their thresholds, windows and selectors from alerts/config.yaml (
 
 from __future__ import annotations
 
-from mixin import Alert, fmt, params
-from rules_recording import FSYNC_P99, slow
+from fioscope_mixin.recording import FSYNC_P99, slow
+from fioscope_mixin.rule import ON, Alert, fmt, params
 
 
 def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> str:
@@ -17,7 +17,6 @@ def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> s
 # where a disk alert was measured: the host (both scrape jobs' shared identity), else the scrape address
 HOST = "{{ with $labels.host }}{{ . }}{{ else }}{{ $labels.instance }}{{ end }}"
 FSYNC_RUN = 'fio_run_latency_seconds{%(fioSelector)s,ddir="sync",stage="lat",quantile="0.99"}'
-ON = "on (%(clusterLabels)sinstance, job, device)"
 
 
 def ceilings_text(window: str) -> str:

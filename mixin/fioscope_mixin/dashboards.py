@@ -1,19 +1,12 @@
-#!/usr/bin/env python3
 """fioscope's Grafana dashboards as code (grafana-foundation-sdk, pinned to the 11.3 build that
-matches compose.yaml's grafana/grafana:11.3.0). Thresholds drawn on panels come from
-alerts/config.yaml, the one place they live.
-
-    python3 dashboards/generate.py           # write dashboards/*.json
-    python3 dashboards/generate.py --check   # exit 1 if the committed JSON differs
-    python3 dashboards/generate.py --out DIR --set selectors.cluster_label=cluster   # multi-cluster: a cluster variable
+matches compose.yaml's grafana/grafana:11.3.0; the ``generate`` extra installs it). Thresholds drawn
+on panels come from alerts/config.yaml, the one place they live; with selectors.cluster_label set,
+every dashboard gets a cluster variable (multi-cluster).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-from pathlib import Path
 
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
@@ -22,11 +15,8 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 
-HERE = Path(__file__).resolve().parent
-for _path in (HERE.parent / "exporter", HERE.parent / "scripts"):  # this tree's package first
-    sys.path.insert(0, str(_path))
-from codegen import write_or_check  # noqa: E402
-from fioscope.settings import SettingsError, load_settings  # noqa: E402
+from fioscope_mixin.names import DASHBOARD_UIDS as UIDS
+from fioscope_mixin.settings import load_settings
 
 DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 # Set by configure() from the settings before the dashboards are built. Every series carries the host its
@@ -44,9 +34,6 @@ def configure(settings: dict) -> None:
     HOST = IN_CLUSTER + 'host=~"$host"'
     DISK = f'{HOST},device=~"$device"'
     JOB = f'{HOST},jobname=~"$jobname"'
-
-
-UIDS = {"disk": "fioscope-disk", "fio": "fioscope-fio", "curve": "fioscope-curve"}
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -300,26 +287,9 @@ def curve_dashboard() -> db.Dashboard:
 
 
 def render(settings: dict | None = None) -> dict[str, str]:
-    """The dashboards' JSON by file name, for ``settings`` (default: alerts/config.yaml as it is)."""
+    """The dashboards' JSON by path relative to the repository, for ``settings`` (default: alerts/config.yaml as it is)."""
     configure(settings or load_settings())
     out = {}
     for name, builder in (("disk-under-load", disk_dashboard), ("fio-results", fio_dashboard), ("response-curve", curve_dashboard)):
-        out[f"{name}.json"] = json.dumps(builder().build(), cls=JSONEncoder, indent=2, sort_keys=True) + "\n"
+        out[f"dashboards/{name}.json"] = json.dumps(builder().build(), cls=JSONEncoder, indent=2, sort_keys=True) + "\n"
     return out
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a setting of alerts/config.yaml")
-    parser.add_argument("--out", type=Path, default=HERE, help="directory to write the JSON into (default: dashboards/)")
-    args = parser.parse_args()
-    try:
-        settings = load_settings(args.set)
-    except SettingsError as exc:
-        print(f"dashboards/generate.py: {exc}", file=sys.stderr)
-        return 2
-    return write_or_check({args.out / name: text for name, text in render(settings).items()}, args.check, "dashboards/generate.py")
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,4 @@
-"""Shared by the generators (alerts/generate.py, dashboards/generate.py): write generated files,
-or with --check compare them with what is committed and show the difference."""
+"""Write the generated files, or with --check compare them with what is committed and show the difference."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import sys
 from pathlib import Path
 
 
-def write_or_check(files: dict[Path, str], check: bool, generator: str) -> int:
+def write_or_check(files: dict[Path, str], check: bool) -> int:
     stale = []
     for path, text in files.items():
         if check:
@@ -20,6 +19,6 @@ def write_or_check(files: dict[Path, str], check: bool, generator: str) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
     if stale:
-        print(f"{generator}: out of date: {', '.join(stale)} (run python3 {generator})", file=sys.stderr)
+        print(f"fioscope_mixin: out of date: {', '.join(stale)} (run python3 -m fioscope_mixin generate)", file=sys.stderr)
         return 1
     return 0

@@ -3,7 +3,7 @@ throttling alerts build on."""
 
 from __future__ import annotations
 
-from mixin import Record, params
+from fioscope_mixin.rule import ON, Record, params
 
 
 def _rate(metric: str) -> str:
@@ -76,7 +76,6 @@ def _or_zero(series: str, like: str) -> str:
     return f"({series} or {like} * 0)"
 
 
-ON = "on (%(clusterLabels)sinstance, job, device)"
 # the tree below: a device whose slaves (fioscope_disk_parent_info) show a ceiling is not the layer that pages
 LAYER_BELOW = ("max by (%%(clusterLabels)shost, device) (\n  fioscope_disk_parent_info{%%(fioSelector)s}\n"
                "  * on (%%(clusterLabels)shost, parent) group_left ()\n"

@@ -8,7 +8,7 @@ names its job in the ``__fioscope_job`` label, which Prometheus drops after rela
 
 from __future__ import annotations
 
-from fioscope.settings import SettingsError
+from fioscope_mixin.settings import SettingsError
 
 FLEET_JOBS = ("node", "fioscope")  # the scrape jobs every host has; file_sd groups say which with JOB_LABEL
 JOB_LABEL = "__fioscope_job"

@@ -101,8 +101,8 @@ def _values_in(series: Series | None, windows: Iterable[tuple[float, float]]) ->
 
 
 def sla_seconds(device: str) -> float | None:
-    """The await SLA the rules were generated with (alerts/config.yaml, through fioscope.settings)."""
-    from ..settings import SettingsError, load_settings
+    """The await SLA the rules were generated with (alerts/config.yaml, through fioscope_mixin.settings)."""
+    from fioscope_mixin.settings import SettingsError, load_settings
 
     try:
         thresholds = load_settings()["thresholds"]

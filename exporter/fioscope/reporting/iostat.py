@@ -49,11 +49,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+from fioscope_mixin.prometheus import rule_groups
+from fioscope_mixin.settings import SettingsError, duration, load_settings
 
 from ..parser import split_documents
 from ..resultfile import RESULT_KEY, Annotation, ResultFileError
-from ..settings import load_settings, seconds
 from . import ReportError
 from .diagnosis import Firing, diagnosis_report, spans
 from .prometheus import Prometheus
@@ -61,7 +61,6 @@ from .prometheus import Prometheus
 log = logging.getLogger("fioscope.report")
 
 MAX_SAMPLE_GAP = 5.0
-RULES_DIR = Path(__file__).resolve().parent / "rules"
 _LOCALE_FORMATS = ("%m/%d/%y %H:%M:%S", "%m/%d/%Y %H:%M:%S", "%m/%d/%y %I:%M:%S %p", "%m/%d/%Y %I:%M:%S %p")
 
 # node_exporter counter <- (iostat column, factor): the counter grows by column x factor x seconds
@@ -380,11 +379,11 @@ def evaluate_recording(prom: Prometheus, rule: dict, start: float, end: float,
 
 
 def _load_rules(name: str) -> list[dict]:
-    path = RULES_DIR / name
+    """The groups of alerts/<name> as the mixin generates them from alerts/config.yaml (the committed file's content)."""
     try:
-        return (yaml.safe_load(path.read_text()) or {}).get("groups", [])
-    except (OSError, yaml.YAMLError) as exc:
-        raise ReportError(f"{path}: cannot read the rules: {exc}") from None
+        return rule_groups(load_settings())[f"alerts/{name}"]
+    except SettingsError as exc:
+        raise ReportError(f"cannot generate the rules: {exc}") from None
 
 
 def _duration(value: str) -> float:
@@ -413,7 +412,7 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
     hosts = sorted({c.host for c in captures})
     recording, alerting = _load_rules("recording.rules.yaml"), _load_rules("alerts.rules.yaml")
     # the rules are evaluated on the grid the stack evaluates them on
-    eval_interval = seconds(load_settings()["stack"]["evaluation_interval"])
+    eval_interval = duration(load_settings(), "stack", "evaluation_interval")
     with tempfile.TemporaryDirectory(prefix="fioscope-report-") as tmp:
         work = Path(tmp)
         data = work / "data"

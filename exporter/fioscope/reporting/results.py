@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..model import DDIRS
 from ..parser import split_documents
 from ..resultfile import RESULT_KEY, Annotation
 from . import ReportError
@@ -24,7 +25,6 @@ from . import ReportError
 log = logging.getLogger("fioscope.report")
 
 MAX_FILE_BYTES = 64 * 2**20
-DDIRS = ("read", "write", "trim", "mixed")
 
 
 @dataclass(frozen=True)
