@@ -11,11 +11,11 @@ up: setup
 	  $(MAKE) secret && install -d -o 10001 -g 10001 "$(FIOSCOPE_TARGET_DIR)" && docker compose up --build; \
 	else \
 	  echo "no Docker engine here: starting the native stack (Prometheus, Alertmanager, node_exporter, fioscope)"; \
-	  $(PYTHON) stack/native.py; \
+	  $(PYTHON) -m fioscope_mixin.native; \
 	fi
 
 up-native: setup
-	$(PYTHON) stack/native.py
+	$(PYTHON) -m fioscope_mixin.native
 
 setup:
 	@scripts/setup.sh
@@ -26,31 +26,29 @@ test: setup
 e2e: setup
 	$(PYTHON) -m pytest -m e2e -s
 
-# static checks of the exporter package (settings in exporter/pyproject.toml)
+# static checks of the exporter and the mixin (settings in exporter/pyproject.toml)
 lint:
-	$(PYTHON) -m ruff check --config exporter/pyproject.toml exporter/
-	$(PYTHON) -m mypy --config-file exporter/pyproject.toml exporter/fioscope
+	$(PYTHON) -m ruff check --config exporter/pyproject.toml exporter/ mixin/
+	$(PYTHON) -m mypy --config-file exporter/pyproject.toml exporter/fioscope mixin/fioscope_mixin
 
+# the benchmarks reuse the tests' helpers (tests/ on the path, as pytest.ini puts it there for the tests)
 bench: setup
-	$(PYTHON) bench/bench_exporter.py
+	PYTHONPATH=tests$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) bench/bench_exporter.py
 
 bench-fleet: setup
-	$(PYTHON) bench/bench_fleet.py
+	PYTHONPATH=tests$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) bench/bench_fleet.py
 
 # one more test host for the fleet's Prometheus (README "Fleet"): make add-host NAME=db-7 NODE=10.0.0.7:9100 FIOSCOPE=10.0.0.7:7963
 add-host:
 	@test -n "$(NAME)" -a -n "$(NODE)" -a -n "$(FIOSCOPE)" || { echo "usage: make add-host NAME=host NODE=addr:9100 FIOSCOPE=addr:7963" >&2; exit 2; }
-	$(PYTHON) stack/hosts.py add "$(NAME)" "$(NODE)" "$(FIOSCOPE)"
+	$(PYTHON) -m fioscope_mixin.hosts add "$(NAME)" "$(NODE)" "$(FIOSCOPE)"
 
+# rules, alerts, stack config, dashboards and Kubernetes objects from alerts/config.yaml (fioscope_mixin)
 generate:
-	$(PYTHON) alerts/generate.py
-	$(PYTHON) dashboards/generate.py
-	$(PYTHON) deploy/kubernetes/generate.py
+	$(PYTHON) -m fioscope_mixin generate
 
 check-generated:
-	$(PYTHON) alerts/generate.py --check
-	$(PYTHON) dashboards/generate.py --check
-	$(PYTHON) deploy/kubernetes/generate.py --check
+	$(PYTHON) -m fioscope_mixin check
 
 # a random Grafana admin password, only if none is set (compose refuses to start without one)
 secret:

@@ -11,7 +11,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-python3 -m pip install -q --disable-pip-version-check -e mixin -e "exporter[test]" -r dashboards/requirements.txt
+# the mixin with its generate extra (grafana-foundation-sdk for the dashboards), the exporter with its tests
+python3 -m pip install -q --disable-pip-version-check -e "mixin[generate]" -e "exporter[test]"
 
 # Kubernetes manifests (deploy/kubernetes), checked offline by tests/test_kubernetes.py:
 # the Kubernetes JSON schemas (kubernetes-validate), the prometheus-operator CRDs (a Go module

@@ -1,6 +1,6 @@
 """A real Prometheus (and node_exporters) for the fleet tests and bench/bench_fleet.py.
 
-Prometheus runs from the repository's generated configuration (alerts/generate.py's ``render``
+Prometheus runs from the repository's generated configuration (fioscope_mixin.prometheus's ``render``
 with ``--set`` overrides, written into a scratch root in the repository's layout), never a
 hand-written copy.
 """
@@ -19,11 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "stack"), str(REPO / "tests")]
-from conftest import free_port, wait_for  # noqa: E402
-from fioscope.settings import load_settings  # noqa: E402
-from native import _generator  # noqa: E402
-from stack_helpers import PromClient  # noqa: E402
+from conftest import free_port, wait_for
+from fioscope_mixin import prometheus
+from fioscope_mixin.settings import load_settings
+from stack_helpers import PromClient
 
 __all__ = ["NodeExporter", "Prometheus", "free_port", "lab_lock", "wait_for"]
 
@@ -56,7 +55,7 @@ class Prometheus:
         self.root = root
         self.port = free_port()
         # its own scrape job scrapes it (prometheus_tsdb_head_series and friends)
-        for rel, text in _generator().render(load_settings([*overrides, f"stack.ports.prometheus={self.port}"])).items():
+        for rel, text in prometheus.render(load_settings([*overrides, f"stack.ports.prometheus={self.port}"])).items():
             path = root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)

@@ -22,8 +22,7 @@ import pytest
 
 from conftest import REPO, free_port, require
 
-sys.path.insert(0, str(REPO / "stack"))
-from native import NativeStack  # noqa: E402
+from fioscope_mixin.native import NativeStack
 
 __all__ = ["NativeStack", "PromClient", "Webhook", "e2e_overrides", "fioscope_run", "require_root_lab", "write_fioscope_config"]
 

@@ -40,8 +40,8 @@ def without_rate_calls(expr: str) -> str:
 
 
 def test_dashboards_are_generated_from_code():
-    pytest.importorskip("grafana_foundation_sdk", reason="pip install -r dashboards/requirements.txt")
-    proc = subprocess.run([sys.executable, str(REPO / "dashboards" / "generate.py"), "--check"], capture_output=True, text=True)
+    pytest.importorskip("grafana_foundation_sdk", reason="pip install -e 'mixin[generate]'")
+    proc = subprocess.run([sys.executable, "-m", "fioscope_mixin", "check", "--only", "dashboards"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
 
@@ -51,14 +51,14 @@ def exprs(dashboard: dict) -> list[str]:
 
 def test_cluster_variable_only_with_a_cluster_label(tmp_path):
     """selectors.cluster_label: a cluster variable first, and every query and variable scoped to $cluster; none by default."""
-    pytest.importorskip("grafana_foundation_sdk", reason="pip install -r dashboards/requirements.txt")
-    proc = subprocess.run([sys.executable, str(REPO / "dashboards" / "generate.py"), "--out", str(tmp_path),
+    pytest.importorskip("grafana_foundation_sdk", reason="pip install -e 'mixin[generate]'")
+    proc = subprocess.run([sys.executable, "-m", "fioscope_mixin", "generate", "--only", "dashboards", "--out", str(tmp_path),
                            "--set", "selectors.cluster_label=k8s_cluster"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     for default in DASHBOARDS:
         d = json.loads(default.read_text())
         assert "cluster" not in default.read_text(), default.name
-        clustered = json.loads((tmp_path / default.name).read_text())
+        clustered = json.loads((tmp_path / "dashboards" / default.name).read_text())
         variables = clustered["templating"]["list"]
         assert [v["name"] for v in variables] == ["datasource", "cluster"] + [v["name"] for v in d["templating"]["list"]][1:]
         assert variables[1]["query"]["query"].endswith(", k8s_cluster)") and not variables[1].get("multi")
@@ -161,8 +161,7 @@ def test_compose_file_follows_the_rules():
 
 
 def test_native_stack_uses_compose_flags_for_node_exporter():
-    sys.path.insert(0, str(REPO / "stack"))
-    from native import node_exporter_flags
+    from fioscope_mixin.native import node_exporter_flags
 
     flags = node_exporter_flags()
     exclude = next(f for f in flags if f.startswith("--collector.diskstats.device-exclude="))

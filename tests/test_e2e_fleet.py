@@ -2,7 +2,7 @@
 
 Each "host" is a real fioscope exporter and a real node_exporter on loopback ports, with its own lab disk;
 node_exporter shows only that host's loop device (on one machine both would see every disk). Host A's disk
-is capped, host B's is not; both run the same fio load. Hosts are added with stack/hosts.py, the second one
+is capped, host B's is not; both run the same fio load. Hosts are added with fioscope_mixin.hosts, the second one
 while Prometheus runs. The throttling alert must name host A and its device and nothing else.
 """
 
@@ -25,7 +25,7 @@ LOAD = {"READ_IOPS": "1400", "WRITE_IOPS": "600", "RUNTIME": "300", "SIZE": "512
 
 
 def add_host(hosts_dir, name: str, node: NodeExporter, exporter: Exporter) -> None:
-    proc = subprocess.run([sys.executable, str(REPO / "stack" / "hosts.py"), "--dir", str(hosts_dir), "add", name, node.address,
+    proc = subprocess.run([sys.executable, "-m", "fioscope_mixin.hosts", "--dir", str(hosts_dir), "add", name, node.address,
                            f"127.0.0.1:{exporter.port}"], check=False, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 

@@ -20,7 +20,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     import crypt  # bcrypt hashes for the web config (libxcrypt)
 
-HOSTS = [sys.executable, str(REPO / "stack" / "hosts.py")]
+HOSTS = [sys.executable, "-m", "fioscope_mixin.hosts"]
 
 
 def fleet_overrides(hosts_dir: Path, node_port: int, fioscope_port: int, extra: list[str] | None = None) -> list[str]:
@@ -118,7 +118,7 @@ def test_generated_config_scrapes_with_tls_and_basic_auth(tmp_path, running):
      "basic auth needs stack.scrape_tls.enabled"),
 ])
 def test_scrape_credentials_never_default_and_never_travel_in_clear(tmp_path, sets, message):
-    proc = subprocess.run([sys.executable, str(REPO / "alerts" / "generate.py"), "--out", str(tmp_path),
+    proc = subprocess.run([sys.executable, "-m", "fioscope_mixin", "generate", "--only", "prometheus", "--out", str(tmp_path),
                            *[arg for s in sets for arg in ("--set", s)]], check=False, capture_output=True, text=True)
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1 and message in proc.stderr, proc.stderr
 

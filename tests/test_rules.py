@@ -12,7 +12,8 @@ import yaml
 from conftest import FIXTURES, REPO, require
 
 ALERTS = REPO / "alerts"
-GENERATE = [sys.executable, str(ALERTS / "generate.py")]
+# the rule files and the stack config (the dashboards and Kubernetes objects: test_dashboards, test_kubernetes)
+GENERATE = [sys.executable, "-m", "fioscope_mixin", "generate", "--only", "prometheus"]
 
 
 def run(cmd, **kw):
@@ -88,7 +89,7 @@ def test_thresholds_live_in_one_place(tmp_path):
     """The 10 ms line is one setting: changing it changes every fsync rule, and the exporter's verdict agrees."""
     from fioscope import report
     from fioscope.cli import build_parser
-    from fioscope.settings import default_fsync_threshold
+    from fioscope_mixin.settings import default_fsync_threshold
 
     settings = yaml.safe_load((ALERTS / "config.yaml").read_text())
     assert settings["thresholds"]["etcd_fsync_p99_seconds"] == default_fsync_threshold()
@@ -144,12 +145,16 @@ def test_unknown_or_misplaced_override_names_the_key(tmp_path):
 
 
 def test_generators_and_stack_share_one_settings_loader():
-    """dashboards/generate.py and stack/native.py read settings through fioscope.settings, so an override means the same."""
-    from fioscope.settings import SettingsError, load_settings
+    """The generators, the native stack and the exporter read alerts/config.yaml only through fioscope_mixin.settings,
+    so an override means the same everywhere."""
+    from fioscope_mixin.settings import SettingsError, load_settings
 
-    for path in (REPO / "dashboards" / "generate.py", REPO / "stack" / "native.py", ALERTS / "generate.py"):
-        text = path.read_text()
-        assert "from fioscope.settings import" in text and '"config.yaml"' not in text, path
+    sources = [*(REPO / "mixin").rglob("*.py"), *(REPO / "exporter").rglob("*.py")]
+    # a path built to the file (`/ "config.yaml"`, `("alerts/config.yaml")`) anywhere but the loader
+    readers = [p.relative_to(REPO) for p in sources if p.name != "settings.py" and re.search(r'(/ |\()"(alerts/)?config\.yaml"', p.read_text())]
+    assert readers == [], readers
+    for module in ("dashboards", "native", "hosts"):
+        assert "from fioscope_mixin.settings import" in (REPO / "mixin" / "fioscope_mixin" / f"{module}.py").read_text(), module
     assert load_settings(["stack.scrape_interval=1s"])["stack"]["scrape_interval"] == "1s"
     try:
         load_settings(["stack.scrape_intervall=1s"])
@@ -174,8 +179,7 @@ def _in_cluster(cluster: str, series: list[dict]) -> list[dict]:
 def cluster_test(expected: list[dict]) -> dict:
     """Two clusters with the same host, instance and device names, fio loading the device in both:
     east's device is capped at 700 r/s + 300 w/s from 30m, west's stays healthy."""
-    sys.path.insert(0, str(ALERTS / "tests"))
-    import scenarios as sc  # alerts/tests/scenarios.py: the device models of the detection matrix
+    import scenarios as sc  # alerts/tests/scenarios.py (pytest.ini's pythonpath): the device models of the detection matrix
 
     steps, on, off = sc.MINUTES * 60 // sc.STEP, sc.ONSET // sc.STEP, sc.END // sc.STEP
     series: list[dict] = []
@@ -210,3 +214,13 @@ def test_cluster_label_keeps_clusters_apart(tmp_path):
     (tests / "clusters.test.yaml").write_text(yaml.safe_dump(cluster_test(expected), sort_keys=False, width=1000))
     proc = run([promtool, "test", "rules", str(tests / "clusters.test.yaml")])
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_one_yaml_loader_takes_merge_keys_and_refuses_duplicates():
+    """compose.yaml uses `<<: *anchor`; a merged key overridden explicitly is not a duplicate, a key written twice is."""
+    import pytest
+    from fioscope_mixin.yamlfile import YamlError, loads_yaml
+
+    assert loads_yaml("base: &b {a: 1, b: 2}\nx:\n  <<: *b\n  b: 3\n")["x"] == {"a": 1, "b": 3}
+    with pytest.raises(YamlError, match="duplicate key 'b'"):
+        loads_yaml("x:\n  b: 1\n  b: 2\n", "t.yaml")

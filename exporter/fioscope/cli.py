@@ -165,9 +165,10 @@ def _run_target(args, config: Config) -> Target:
 
 
 def cmd_run(args) -> int:
+    from fioscope_mixin.settings import SettingsError, default_fsync_threshold
+
     from .report import job_verdicts, summary_lines
     from .runner import Runner
-    from fioscope_mixin.settings import SettingsError, default_fsync_threshold
     from .store import Store
     from .sweep import Progress, parse_depths, write_sweep
 

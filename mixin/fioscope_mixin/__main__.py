@@ -11,12 +11,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from fioscope_mixin import prometheus
+from fioscope_mixin import CHECKOUT, prometheus
 from fioscope_mixin.output import write_or_check
 from fioscope_mixin.settings import SettingsError, load_settings
 
-# the checkout this package sits in (mixin/fioscope_mixin/); an installed wheel has none: --out then
-CHECKOUT = Path(__file__).resolve().parents[2]
 PARTS = ("prometheus", "dashboards", "kubernetes")
 
 
@@ -44,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", choices=PARTS, help="generate only these parts (repeatable; default: all)")
     args = parser.parse_args(argv)
     root = args.out or CHECKOUT
-    if args.out is None and not (CHECKOUT / "alerts" / "config.yaml").is_file():
+    if args.out is None and not (CHECKOUT / "alerts").is_dir():
         parser.error(f"{CHECKOUT} is not a fioscope checkout: give --out DIR")
     try:
         files = render(load_settings(args.set), tuple(args.only or PARTS))

@@ -14,7 +14,8 @@ def write_or_check(files: dict[Path, str], check: bool) -> int:
             current = path.read_text() if path.exists() else ""
             if current != text:
                 stale.append(str(path))
-                sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), text.splitlines(True), str(path), f"{path} (generated)"))
+                diff = difflib.unified_diff(current.splitlines(True), text.splitlines(True), str(path), f"{path} (generated)")
+                sys.stdout.writelines(diff)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
