@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -224,3 +225,18 @@ def test_the_one_yaml_loader_takes_merge_keys_and_refuses_duplicates():
     assert loads_yaml("base: &b {a: 1, b: 2}\nx:\n  <<: *b\n  b: 3\n")["x"] == {"a": 1, "b": 3}
     with pytest.raises(YamlError, match="duplicate key 'b'"):
         loads_yaml("x:\n  b: 1\n  b: 2\n", "t.yaml")
+
+
+def test_every_rule_and_alert_is_named_in_names_py(tmp_path):
+    """fioscope_mixin.names is the one list: every record and alert of the generated rule files is in it, and every
+    name in it is generated (with thresholds.disk_limits set, so the rules that need it exist too)."""
+    from fioscope_mixin import names
+
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "thresholds.disk_limits.vdb.iops=500"])
+    assert proc.returncode == 0, proc.stderr
+    generated = [r for f in ("recording", "alerts") for r in rules_of(tmp_path / "alerts" / f"{f}.rules.yaml")]
+    assert {r["record"] for r in generated if "record" in r} == set(names.RECORDS)
+    assert {r["alert"] for r in generated if "alert" in r} == set(names.ALERTS)
+    assert set(names.THROTTLING_ALERTS) == {a for a in names.ALERTS if a.startswith("FioscopeDiskThrottled")}
+    dashboards = {json.loads(p.read_text())["uid"] for p in (REPO / "dashboards").glob("*.json")}
+    assert dashboards == set(names.DASHBOARD_UIDS.values())
