@@ -3,7 +3,7 @@ PYTHON ?= python3
 FIOSCOPE_TARGET_DIR ?= /var/tmp/fioscope-target
 export FIOSCOPE_TARGET_DIR
 
-.PHONY: up up-native setup test e2e lint bench bench-fleet generate check-generated secret add-host
+.PHONY: up up-native setup test e2e lint lint-dashboards bench bench-fleet generate check-generated secret add-host
 
 # docker compose where a Docker engine runs, the native stack otherwise
 up: setup
@@ -32,6 +32,11 @@ lint:
 	$(PYTHON) -m mypy --config-file exporter/pyproject.toml exporter/fioscope mixin/fioscope_mixin
 
 # the benchmarks reuse the tests' helpers (tests/ on the path, as pytest.ini puts it there for the tests)
+# Grafana's dashboard linter on every committed dashboard, with dashboards/.lint's exclusions (scripts/setup.sh builds it)
+DASHBOARD_LINTER ?= $(HOME)/.cache/fioscope/dashboard-linter-$(shell sed -n 's/^DASHBOARD_LINTER_VERSION=//p' scripts/setup.sh)/dashboard-linter
+lint-dashboards:
+	@for f in dashboards/*.json; do $(DASHBOARD_LINTER) lint --strict "$$f" || exit 1; done
+
 bench: setup
 	PYTHONPATH=tests$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) bench/bench_exporter.py
 

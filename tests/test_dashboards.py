@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -187,3 +188,48 @@ def test_disk_dashboard_shows_the_inferred_ceiling():
     assert any(e.startswith("fioscope:disk_ceiling{") for e in exprs)
     records = {r.get("record") for g in yaml.safe_load((REPO / "alerts" / "recording.rules.yaml").read_text())["groups"] for r in g["rules"]}
     assert "fioscope:disk_ceiling" in records
+
+
+# ---- Grafana's dashboard linter (scripts/setup.sh builds it; dashboards/.lint holds the reasoned exclusions)
+LINTER_VERSION = re.search(r"^DASHBOARD_LINTER_VERSION=(\S+)", (REPO / "scripts" / "setup.sh").read_text(), re.MULTILINE).group(1)
+
+
+@pytest.fixture(scope="module")
+def dashboard_linter() -> str:
+    cache = os.environ.get("FIOSCOPE_LINTER_CACHE") or os.path.expanduser(f"~/.cache/fioscope/dashboard-linter-{LINTER_VERSION}")
+    binary = os.path.join(cache, "dashboard-linter")
+    if not os.access(binary, os.X_OK):
+        if shutil.which("go") is None and not os.environ.get("CI"):
+            pytest.skip("no Go toolchain to build Grafana's dashboard linter (scripts/setup.sh)")
+        pytest.fail(f"{binary} missing: run scripts/setup.sh")
+    return binary
+
+
+def lint(linter: str, dashboard, config=None) -> subprocess.CompletedProcess:
+    args = [linter, "lint", "--strict", str(dashboard)] + (["--config", str(config)] if config else [])
+    return subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("dashboard", DASHBOARDS, ids=lambda p: p.name)
+def test_dashboards_pass_grafanas_linter(dashboard_linter, dashboard):
+    proc = lint(dashboard_linter, dashboard)
+    assert proc.returncode == 0, re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+
+
+def test_linter_exclusions_each_have_a_reason_and_the_linter_can_fail(dashboard_linter, tmp_path):
+    config = yaml.safe_load((REPO / "dashboards" / ".lint").read_text())
+    for rule, entry in config["exclusions"].items():
+        assert (entry or {}).get("reason"), rule
+        assert all(e.get("reason") for e in entry.get("entries", [])), rule
+    # a panel without a description is refused, with the exclusions in force
+    d = json.loads(DASHBOARDS[0].read_text())
+    panels(d)[0]["description"] = ""
+    (tmp_path / "d.json").write_text(json.dumps(d))
+    proc = lint(dashboard_linter, tmp_path / "d.json", REPO / "dashboards" / ".lint")
+    assert proc.returncode != 0 and "description" in proc.stdout + proc.stderr
+
+
+def test_every_panel_has_a_description():
+    for path in DASHBOARDS:
+        for panel in panels(json.loads(path.read_text())):
+            assert panel.get("description"), (path.name, panel["title"])
