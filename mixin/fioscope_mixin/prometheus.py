@@ -4,7 +4,7 @@
     alerts/alerts.rules.yaml      the alerts (fioscope_mixin.alerts)
     provisioning/prometheus/prometheus.yml, provisioning/alertmanager/alertmanager.yml (fioscope_mixin.stack)
 
-The same files serve compose.yaml and the native stack (stack/native.py).
+The same files serve compose.yaml and the native stack (fioscope_mixin.native).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Fleet: the ``node`` and ``fioscope`` jobs scrape this stack's exporters (static, ``host`` =
 ``stack.host``) and every test host with a file in ``stack.hosts_dir`` (file_sd; one file per host,
-written by ``stack/hosts.py add``). A host file lists both of its exporters; each target group
+written by ``python3 -m fioscope_mixin.hosts add``). A host file lists both of its exporters; each target group
 names its job in the ``__fioscope_job`` label, which Prometheus drops after relabelling.
 """
 
