@@ -3,7 +3,7 @@ PYTHON ?= python3
 FIOSCOPE_TARGET_DIR ?= /var/tmp/fioscope-target
 export FIOSCOPE_TARGET_DIR
 
-.PHONY: up up-native setup test e2e lint bench bench-fleet generate check-generated secret add-host
+.PHONY: up up-native setup test e2e lint lint-dashboards bench bench-fleet generate check-generated secret add-host
 
 # docker compose where a Docker engine runs, the native stack otherwise
 up: setup
@@ -11,11 +11,11 @@ up: setup
 	  $(MAKE) secret && install -d -o 10001 -g 10001 "$(FIOSCOPE_TARGET_DIR)" && docker compose up --build; \
 	else \
 	  echo "no Docker engine here: starting the native stack (Prometheus, Alertmanager, node_exporter, fioscope)"; \
-	  $(PYTHON) stack/native.py; \
+	  $(PYTHON) -m fioscope_mixin.native; \
 	fi
 
 up-native: setup
-	$(PYTHON) stack/native.py
+	$(PYTHON) -m fioscope_mixin.native
 
 setup:
 	@scripts/setup.sh
@@ -26,31 +26,34 @@ test: setup
 e2e: setup
 	$(PYTHON) -m pytest -m e2e -s
 
-# static checks of the exporter package (settings in exporter/pyproject.toml)
+# static checks of the exporter and the mixin (settings in exporter/pyproject.toml)
 lint:
-	$(PYTHON) -m ruff check --config exporter/pyproject.toml exporter/
-	$(PYTHON) -m mypy --config-file exporter/pyproject.toml exporter/fioscope
+	$(PYTHON) -m ruff check --config exporter/pyproject.toml exporter/ mixin/
+	$(PYTHON) -m mypy --config-file exporter/pyproject.toml exporter/fioscope mixin/fioscope_mixin
+
+# the benchmarks reuse the tests' helpers (tests/ on the path, as pytest.ini puts it there for the tests)
+# Grafana's dashboard linter on every committed dashboard, with dashboards/.lint's exclusions (scripts/setup.sh builds it)
+DASHBOARD_LINTER ?= $(HOME)/.cache/fioscope/dashboard-linter-$(shell sed -n 's/^DASHBOARD_LINTER_VERSION=//p' scripts/setup.sh)/dashboard-linter
+lint-dashboards:
+	@for f in dashboards/*.json; do $(DASHBOARD_LINTER) lint --strict "$$f" || exit 1; done
 
 bench: setup
-	$(PYTHON) bench/bench_exporter.py
+	PYTHONPATH=tests$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) bench/bench_exporter.py
 
 bench-fleet: setup
-	$(PYTHON) bench/bench_fleet.py
+	PYTHONPATH=tests$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) bench/bench_fleet.py
 
 # one more test host for the fleet's Prometheus (README "Fleet"): make add-host NAME=db-7 NODE=10.0.0.7:9100 FIOSCOPE=10.0.0.7:7963
 add-host:
 	@test -n "$(NAME)" -a -n "$(NODE)" -a -n "$(FIOSCOPE)" || { echo "usage: make add-host NAME=host NODE=addr:9100 FIOSCOPE=addr:7963" >&2; exit 2; }
-	$(PYTHON) stack/hosts.py add "$(NAME)" "$(NODE)" "$(FIOSCOPE)"
+	$(PYTHON) -m fioscope_mixin.hosts add "$(NAME)" "$(NODE)" "$(FIOSCOPE)"
 
+# rules, alerts, stack config, dashboards and Kubernetes objects from alerts/config.yaml (fioscope_mixin)
 generate:
-	$(PYTHON) alerts/generate.py
-	$(PYTHON) dashboards/generate.py
-	$(PYTHON) deploy/kubernetes/generate.py
+	$(PYTHON) -m fioscope_mixin generate
 
 check-generated:
-	$(PYTHON) alerts/generate.py --check
-	$(PYTHON) dashboards/generate.py --check
-	$(PYTHON) deploy/kubernetes/generate.py --check
+	$(PYTHON) -m fioscope_mixin check
 
 # a random Grafana admin password, only if none is set (compose refuses to start without one)
 secret:

@@ -3,7 +3,7 @@
 
 For each fleet size (default 50, 200, 500 hosts x 4 devices) a fresh Prometheus (the installed binary, the
 generated prometheus.yml and rule files) discovers the hosts through file_sd, one file per host in its
-hosts folder, exactly as ``stack/hosts.py add`` writes them. One Python HTTP server plays every host:
+hosts folder, exactly as ``python3 -m fioscope_mixin.hosts add`` writes them. One Python HTTP server plays every host:
 ``/<host>/node`` is node_exporter's disk and CPU view (vda, vdb, md0 and dm-0 = vg0-data, 4 CPUs; counters
 advance with wall time at per-device rates), ``/<host>/fioscope`` is the real exporter's /metrics for two
 real fio results (etcd-wal json+ with its latency histogram, a randrw run).
@@ -13,7 +13,7 @@ time per cycle (mean and max over the sampled cycles, from /api/v1/rules), the c
 Prometheus RSS. Target (issue 10): at 500 hosts every group evaluates in well under its interval
 (< 2 s at 15 s), and cost grows no faster than linearly with hosts.
 
-Usage: python3 bench/bench_fleet.py [--hosts 50,200,500] [--interval 15s] [--cycles 6] [--top 5]
+Usage: PYTHONPATH=tests python3 bench/bench_fleet.py [--hosts 50,200,500] [--interval 15s] [--cycles 6] [--top 5]
 Note: the data is minutes old, so a 6 h window (the await baseline) holds minutes of samples, not 6 h.
 """
 
@@ -33,11 +33,10 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "tests"), str(REPO / "stack"), str(REPO / "exporter")]
-from fioscope.settings import seconds  # noqa: E402
+from fioscope_mixin.hosts import host_groups  # noqa: E402
+from fioscope_mixin.units import parse_duration as seconds  # noqa: E402
 from helpers.net import free_port, wait_for  # noqa: E402
 from helpers.prometheus import Prometheus  # noqa: E402
-from hosts import host_groups  # noqa: E402
 
 FIO_RESULTS = [REPO / "tests" / "fixtures" / "fio-outputs" / "fio-3.33" / name for name in ("etcd.json+", "randrw.json")]
 DEVICES = ("vda", "vdb", "md0", "dm-0")

@@ -11,7 +11,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-python3 -m pip install -q --disable-pip-version-check -e mixin -e "exporter[test]" -r dashboards/requirements.txt
+# the mixin with its generate extra (grafana-foundation-sdk for the dashboards), the exporter with its tests
+python3 -m pip install -q --disable-pip-version-check -e "mixin[generate]" -e "exporter[test]"
 
 # Kubernetes manifests (deploy/kubernetes), checked offline by tests/test_kubernetes.py:
 # the Kubernetes JSON schemas (kubernetes-validate), the prometheus-operator CRDs (a Go module
@@ -32,4 +33,22 @@ if command -v go >/dev/null 2>&1; then
   fi
 else
   echo "setup.sh: no Go toolchain: the Kubernetes manifest tests will skip (CI fails them)" >&2
+fi
+
+# Grafana's dashboard linter (tests/test_dashboards.py, .ci/run): `go install` of this pseudo-version is refused
+# (the proxy has no version list for it), so its module source is downloaded, copied somewhere writable and built.
+DASHBOARD_LINTER_VERSION=v0.0.0-20241216132922-9479ff4bfa35
+LINTER_BIN="${FIOSCOPE_LINTER_CACHE:-$HOME/.cache/fioscope/dashboard-linter-$DASHBOARD_LINTER_VERSION}/dashboard-linter"
+if command -v go >/dev/null 2>&1; then
+  if [ ! -x "$LINTER_BIN" ]; then
+    src=$(cd /tmp && go mod download -json "github.com/grafana/dashboard-linter@$DASHBOARD_LINTER_VERSION" \
+          | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+    build=$(mktemp -d)
+    cp -r "$src/." "$build/" && chmod -R u+w "$build"
+    mkdir -p "$(dirname "$LINTER_BIN")"
+    (cd "$build" && go build -o "$LINTER_BIN" .)
+    rm -rf "$build"
+  fi
+else
+  echo "setup.sh: no Go toolchain: the dashboard linter test will skip (CI fails it)" >&2
 fi

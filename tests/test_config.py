@@ -5,8 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fioscope.config import ConfigFileError, ConfigValueError, Target, UnknownJobError, UnknownTargetError, UnsafeTargetError, load_config
-from fioscope.jobs import JobFileError, UnsafeJobError, check_safe, load_job, resolve_job
+from fioscope.config import (
+    ConfigFileError,
+    ConfigValueError,
+    Target,
+    UnknownJobError,
+    UnknownTargetError,
+    UnsafeTargetError,
+    load_config,
+)
+from fioscope.jobs import (
+    JobFileError,
+    UnsafeJobError,
+    check_safe,
+    load_job,
+    resolve_job,
+)
 from helpers.cli import fioscope
 from helpers.paths import FIXTURES, REPO
 

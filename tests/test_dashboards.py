@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -39,8 +40,8 @@ def without_rate_calls(expr: str) -> str:
 
 
 def test_dashboards_are_generated_from_code():
-    pytest.importorskip("grafana_foundation_sdk", reason="pip install -r dashboards/requirements.txt")
-    proc = subprocess.run([sys.executable, str(REPO / "dashboards" / "generate.py"), "--check"], capture_output=True, text=True)
+    pytest.importorskip("grafana_foundation_sdk", reason="pip install -e 'mixin[generate]'")
+    proc = subprocess.run([sys.executable, "-m", "fioscope_mixin", "check", "--only", "dashboards"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
 
@@ -50,14 +51,14 @@ def exprs(dashboard: dict) -> list[str]:
 
 def test_cluster_variable_only_with_a_cluster_label(tmp_path):
     """selectors.cluster_label: a cluster variable first, and every query and variable scoped to $cluster; none by default."""
-    pytest.importorskip("grafana_foundation_sdk", reason="pip install -r dashboards/requirements.txt")
-    proc = subprocess.run([sys.executable, str(REPO / "dashboards" / "generate.py"), "--out", str(tmp_path),
+    pytest.importorskip("grafana_foundation_sdk", reason="pip install -e 'mixin[generate]'")
+    proc = subprocess.run([sys.executable, "-m", "fioscope_mixin", "generate", "--only", "dashboards", "--out", str(tmp_path),
                            "--set", "selectors.cluster_label=k8s_cluster"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     for default in DASHBOARDS:
         d = json.loads(default.read_text())
         assert "cluster" not in default.read_text(), default.name
-        clustered = json.loads((tmp_path / default.name).read_text())
+        clustered = json.loads((tmp_path / "dashboards" / default.name).read_text())
         variables = clustered["templating"]["list"]
         assert [v["name"] for v in variables] == ["datasource", "cluster"] + [v["name"] for v in d["templating"]["list"]][1:]
         assert variables[1]["query"]["query"].endswith(", k8s_cluster)") and not variables[1].get("multi")
@@ -160,8 +161,7 @@ def test_compose_file_follows_the_rules():
 
 
 def test_native_stack_uses_compose_flags_for_node_exporter():
-    sys.path.insert(0, str(REPO / "stack"))
-    from native import node_exporter_flags
+    from fioscope_mixin.native import node_exporter_flags
 
     flags = node_exporter_flags()
     exclude = next(f for f in flags if f.startswith("--collector.diskstats.device-exclude="))
@@ -187,3 +187,48 @@ def test_disk_dashboard_shows_the_inferred_ceiling():
     assert any(e.startswith("fioscope:disk_ceiling{") for e in exprs)
     records = {r.get("record") for g in yaml.safe_load((REPO / "alerts" / "recording.rules.yaml").read_text())["groups"] for r in g["rules"]}
     assert "fioscope:disk_ceiling" in records
+
+
+# ---- Grafana's dashboard linter (scripts/setup.sh builds it; dashboards/.lint holds the reasoned exclusions)
+LINTER_VERSION = re.search(r"^DASHBOARD_LINTER_VERSION=(\S+)", (REPO / "scripts" / "setup.sh").read_text(), re.MULTILINE).group(1)
+
+
+@pytest.fixture(scope="module")
+def dashboard_linter() -> str:
+    cache = os.environ.get("FIOSCOPE_LINTER_CACHE") or os.path.expanduser(f"~/.cache/fioscope/dashboard-linter-{LINTER_VERSION}")
+    binary = os.path.join(cache, "dashboard-linter")
+    if not os.access(binary, os.X_OK):
+        if shutil.which("go") is None and not os.environ.get("CI"):
+            pytest.skip("no Go toolchain to build Grafana's dashboard linter (scripts/setup.sh)")
+        pytest.fail(f"{binary} missing: run scripts/setup.sh")
+    return binary
+
+
+def lint(linter: str, dashboard, config=None) -> subprocess.CompletedProcess:
+    args = [linter, "lint", "--strict", str(dashboard)] + (["--config", str(config)] if config else [])
+    return subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("dashboard", DASHBOARDS, ids=lambda p: p.name)
+def test_dashboards_pass_grafanas_linter(dashboard_linter, dashboard):
+    proc = lint(dashboard_linter, dashboard)
+    assert proc.returncode == 0, re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+
+
+def test_linter_exclusions_each_have_a_reason_and_the_linter_can_fail(dashboard_linter, tmp_path):
+    config = yaml.safe_load((REPO / "dashboards" / ".lint").read_text())
+    for rule, entry in config["exclusions"].items():
+        assert (entry or {}).get("reason"), rule
+        assert all(e.get("reason") for e in entry.get("entries", [])), rule
+    # a panel without a description is refused, with the exclusions in force
+    d = json.loads(DASHBOARDS[0].read_text())
+    panels(d)[0]["description"] = ""
+    (tmp_path / "d.json").write_text(json.dumps(d))
+    proc = lint(dashboard_linter, tmp_path / "d.json", REPO / "dashboards" / ".lint")
+    assert proc.returncode != 0 and "description" in proc.stdout + proc.stderr
+
+
+def test_every_panel_has_a_description():
+    for path in DASHBOARDS:
+        for panel in panels(json.loads(path.read_text())):
+            assert panel.get("description"), (path.name, panel["title"])

@@ -272,8 +272,8 @@ def test_lab_refuses_clearly_without_root():
     with tempfile.TemporaryDirectory() as tmp:  # readable by nobody, unlike pytest's root-only tmp_path
         os.chmod(tmp, 0o755)
         shutil.copytree(REPO / "exporter" / "fioscope", Path(tmp) / "fioscope")
-        nobody = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
-                                 "import sys; sys.path.insert(0, sys.argv[1]); from fioscope.cli import main; sys.exit(main(sys.argv[2:]))",
-                                 tmp, "lab", "--state-dir", f"{tmp}/lab", "up", "healthy"],
-                                capture_output=True, text=True)
+        shutil.copytree(REPO / "mixin" / "fioscope_mixin", Path(tmp) / "fioscope_mixin")
+        nobody = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-m", "fioscope",
+                                 "lab", "--state-dir", f"{tmp}/lab", "up", "healthy"],
+                                capture_output=True, text=True, env={**os.environ, "PYTHONPATH": tmp})
     assert nobody.returncode == 2 and nobody.stderr.strip() == "fioscope lab: the lab needs root (loop devices, mounts and cgroups)", nobody.stderr

@@ -2,7 +2,7 @@
 
 Each "host" is a real fioscope exporter and a real node_exporter on loopback ports, with its own lab disk;
 node_exporter shows only that host's loop device (on one machine both would see every disk). Host A's disk
-is capped, host B's is not; both run the same fio load. Hosts are added with stack/hosts.py, the second one
+is capped, host B's is not; both run the same fio load. Hosts are added with fioscope_mixin.hosts, the second one
 while Prometheus runs. The throttling alert must name host A and its device and nothing else.
 """
 

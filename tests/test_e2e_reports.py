@@ -71,7 +71,11 @@ def _sweep(made_dir: str, cgroup: str, results) -> None:
 
 def test_performance_and_comparison_from_lab_sweeps(tmp_path):
     from fioscope import lab
-    from fioscope.reporting.performance import STEEP_MIN_RISE, is_steep, performance_report
+    from fioscope.reporting.performance import (
+        STEEP_MIN_RISE,
+        is_steep,
+        performance_report,
+    )
     from fioscope.reporting.results import curves, load_results
 
     state = tmp_path / "lab"

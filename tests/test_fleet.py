@@ -17,7 +17,6 @@ from helpers.binaries import require
 from helpers.cli import run
 from helpers.fleet import fleet_overrides, run_hosts
 from helpers.net import free_port, wait_for
-from helpers.paths import REPO
 from helpers.processes import Exporter, NodeExporter
 from helpers.prometheus import Prometheus
 
@@ -99,7 +98,8 @@ def test_generated_config_scrapes_with_tls_and_basic_auth(tmp_path, running):
      "basic auth needs stack.scrape_tls.enabled"),
 ])
 def test_scrape_credentials_never_default_and_never_travel_in_clear(tmp_path, sets, message):
-    proc = run([sys.executable, REPO / "alerts" / "generate.py", "--out", tmp_path, *[arg for s in sets for arg in ("--set", s)]])
+    proc = run([sys.executable, "-m", "fioscope_mixin", "generate", "--only", "prometheus", "--out", tmp_path,
+                *[arg for s in sets for arg in ("--set", s)]])
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1 and message in proc.stderr, proc.stderr
 
 

@@ -10,18 +10,21 @@ missing one fails the tests instead of skipping them.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
+from fioscope_mixin.kubernetes import kubernetes_settings
+from fioscope_mixin.prometheus import RULE_FILES
+from fioscope_mixin.settings import load_settings
 from helpers.binaries import require
 from helpers.paths import REPO
 
@@ -43,16 +46,6 @@ def _needed(present: bool, what: str) -> None:
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-
-
-def _load_module(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-k8s_generate = _load_module("fioscope_k8s_generate", DEPLOY / "generate.py")
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +89,8 @@ def schedule_config(docs: list[dict]) -> str:
 
 # ---------------------------------------------------------------------------- schemas
 def test_generated_files_are_committed():
-    proc = subprocess.run(["python3", str(DEPLOY / "generate.py"), "--check"], capture_output=True, text=True, check=False,
-                          env={**os.environ, "PYTHONPATH": str(REPO / "exporter")})
+    proc = subprocess.run([sys.executable, "-m", "fioscope_mixin", "check", "--only", "kubernetes"], capture_output=True, text=True,
+                          check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -253,7 +246,7 @@ def _rule_strings(node, swap):
 
 def selector_swaps() -> dict[str, str]:
     """kube-prometheus selector -> the compose/native stack's, for every selector that differs."""
-    kube, stack = k8s_generate.load_settings([])["selectors"], k8s_generate.base_settings([])["selectors"]
+    kube, stack = kubernetes_settings(load_settings())["selectors"], load_settings()["selectors"]
     return {kube[key]: stack[key] for key in stack if kube[key] != stack[key]}
 
 
@@ -263,7 +256,7 @@ def test_prometheus_rule_is_the_rule_files_with_kube_prometheus_selectors(render
     groups = find(rendered["base"], "PrometheusRule")["spec"]["groups"]
     exprs = json.dumps(groups)
     assert 'job=\\"node-exporter\\"' in exprs and 'job=\\"node\\"' not in exprs
-    committed = [g for rel in k8s_generate.RULE_FILES for g in yaml.safe_load((REPO / rel).read_text())["groups"]]
+    committed = [g for rel in RULE_FILES for g in yaml.safe_load((REPO / rel).read_text())["groups"]]
     assert _rule_strings(groups, swaps) == committed
 
 
@@ -279,7 +272,7 @@ def test_prometheus_rule_passes_promtool_check_and_the_project_rule_tests(render
     # the project's unit tests, their series labelled as kube-prometheus (and kube-prometheus-stack, for
     # etcd) label them. Files no relabelling touches (fio.test.yaml: job="fioscope" only) meet rules
     # identical to the stack's and run in test_rules.py already.
-    kube = k8s_generate.load_settings([])["selectors"]
+    kube = kubernetes_settings(load_settings())["selectors"]
     for selector, job in KUBE_JOBS.items():  # the selectors of alerts/config.yaml are named after the jobs
         matcher = re.fullmatch(r'job(=~?)"([^"]+)"', kube[selector])
         assert matcher and (re.fullmatch(matcher.group(2), job) if matcher.group(1) == "=~" else matcher.group(2) == job), kube[selector]
@@ -301,7 +294,7 @@ def test_service_monitor_labels_series_as_the_rules_expect(rendered):
     service = find(rendered["base"], "Service", "fioscope")
     # job="fioscope": the value of the Service label jobLabel names, what selectors.fioscope matches
     job = service["metadata"]["labels"][monitor["spec"]["jobLabel"]]
-    assert f'job="{job}"' == k8s_generate.load_settings([])["selectors"]["fioscope"]
+    assert f'job="{job}"' == kubernetes_settings(load_settings())["selectors"]["fioscope"]
     relabel = {r["targetLabel"]: r["sourceLabels"] for r in monitor["spec"]["endpoints"][0]["relabelings"]}
     assert relabel["host"] == relabel["instance"] == ["__meta_kubernetes_pod_node_name"]
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import fioscope
-from helpers.paths import FIXTURES, REPO
+from helpers.paths import REPO
 
 
 def one_line(proc: subprocess.CompletedProcess) -> str:
@@ -88,34 +88,25 @@ def test_sweep_runtime_in_days_and_a_bad_one(tmp_path):
 
 # ---- the offline diagnosis' rules ----------------------------------------------------------------
 
-def _rules_dir(tmp_path: Path, alerts: str) -> Path:
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    (rules / "recording.rules.yaml").write_text("groups: []\n")
-    (rules / "alerts.rules.yaml").write_text(alerts)
-    return rules
+@pytest.mark.parametrize("override,message", [
+    ("durations.throttled=5 minutes", "durations.throttled: '5 minutes' is not a Prometheus duration"),
+    ("thresholds.throttle.window=0.5m", "thresholds.throttle.window: '0.5m' is not a Prometheus duration"),
+])
+def test_a_mistyped_rule_duration_is_refused_where_the_rules_come_from(override, message):
+    """The offline diagnosis evaluates the rules the mixin generates from the settings: a mistyped ``for:`` or window
+    is refused by the one settings loader (it was read as 0 s: the alert counted as fired at once)."""
+    from fioscope_mixin.settings import SettingsError, load_settings
+
+    with pytest.raises(SettingsError, match=message):
+        load_settings([override])
 
 
-def test_alert_for_takes_prometheus_durations():
+def test_offline_rules_mistyped_for_is_an_error_naming_the_alert():
+    from fioscope.reporting import ReportError
     from fioscope.reporting.iostat import rule_hold
 
-    assert rule_hold({"alert": "A", "for": "1h30m"}) == 5400
-    assert rule_hold({"alert": "A", "for": "1d"}) == 86400
-    assert rule_hold({"alert": "A"}) == 0
-
-
-@pytest.mark.parametrize("alerts,message", [
-    ("groups:\n- name: g\n  rules:\n  - alert: Mistyped\n    expr: up\n    for: 5 minutes\n", "alert 'Mistyped': for: '5 minutes' is not a duration"),
-    ("groups:\n- name: g\n  rules:\n  - alert: Twice\n    expr: up\n    expr: down\n", "duplicate key 'expr'"),
-])
-def test_offline_rules_bad_for_or_duplicate_key_is_an_error(tmp_path, monkeypatch, alerts, message):
-    """A mistyped ``for:`` was read as 0 s (the alert counted as fired at once); a duplicate key kept the last one."""
-    from fioscope.reporting import ReportError, iostat
-
-    monkeypatch.setattr(iostat, "RULES_DIR", _rules_dir(tmp_path, alerts))
-    with pytest.raises(ReportError, match=message) as info:
-        iostat.offline_diagnosis([str(FIXTURES / "iostat" / "healthy.json")], None, None)
-    assert "alerts.rules.yaml" in str(info.value)
+    with pytest.raises(ReportError, match="alert 'Mistyped': for: '5 minutes' is not a duration"):
+        rule_hold({"alert": "Mistyped", "for": "5 minutes"}, "alerts/alerts.rules.yaml")
 
 
 # ---- YAML ----------------------------------------------------------------------------------------

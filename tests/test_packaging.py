@@ -1,4 +1,5 @@
-"""An installed fioscope carries its profiles: built as the image builds it, installed in a fresh venv, run outside the repo."""
+"""An installed fioscope (and fioscope-mixin) carries its profiles and settings: built as the image builds it,
+installed in a fresh venv, run outside the repo."""
 
 from __future__ import annotations
 
@@ -41,20 +42,20 @@ def installed(tmp_path_factory) -> Path:
     context = docker_build_context(work / "src")
     # as the image does it: pip builds the wheel in its own build environment (setuptools from the index)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
-                    str(work / "wheels"), str(context / "exporter")], check=True, cwd=context)
-    [wheel] = (work / "wheels").glob("fioscope-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    assert {f"fioscope/profiles/{p.name}" for p in (REPO / "fio-jobs").glob("*.fio")} <= set(names)
-    assert "fioscope/alerts-config.yaml" in names
-    # every link the package holds into the repository (profiles, settings, report rules) is in the wheel
-    package = REPO / "exporter" / "fioscope"
-    linked = {str(p.relative_to(package.parent)) for p in package.rglob("*")
-              if p.is_file() and package not in p.resolve().parents}
-    assert linked and linked <= set(names), sorted(linked - set(names))
+                    str(work / "wheels"), str(context / "mixin"), str(context / "exporter")], check=True, cwd=context)
+    [wheel] = (work / "wheels").glob("fioscope-0*.whl")
+    [mixin_wheel] = (work / "wheels").glob("fioscope_mixin-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist()) | set(zipfile.ZipFile(mixin_wheel).namelist())
+    assert {f"fioscope/profiles/{p.name}" for p in (REPO / "fio-jobs").glob("*.fio")} <= names
+    assert "fioscope_mixin/config.yaml" in names and not any("config.yaml" in n for n in zipfile.ZipFile(wheel).namelist())
+    # every link the packages hold into the repository (profiles, settings) is in a wheel
+    linked = {str(p.relative_to(package.parent)) for package in (REPO / "exporter" / "fioscope", REPO / "mixin" / "fioscope_mixin")
+              for p in package.rglob("*") if p.is_file() and package not in p.resolve().parents}
+    assert linked and linked <= names, sorted(linked - names)
     venv = work / "venv"
     # system site packages give prometheus_client and PyYAML without a download
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--no-deps", "--no-index", str(wheel)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--no-deps", "--no-index", str(mixin_wheel), str(wheel)], check=True)
     return venv / "bin" / "fioscope"
 
 
@@ -77,5 +78,19 @@ def test_installed_check_lists_the_profiles(installed, tmp_path):
     proc = run_outside(installed, "check", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert all(p.stem in proc.stdout for p in (REPO / "fio-jobs").glob("*.fio")), proc.stdout
-    assert str(REPO) not in run_outside(installed.parent / "python", "-c", "import fioscope; print(fioscope.__file__)",
-                                        cwd=tmp_path).stdout
+    for package in ("fioscope", "fioscope_mixin"):
+        assert str(REPO) not in run_outside(installed.parent / "python", "-c", f"import {package}; print({package}.__file__)",
+                                            cwd=tmp_path).stdout
+
+
+def test_installed_mixin_reads_its_settings_and_generates_only_where_told(installed, tmp_path):
+    """The wheel's copy of alerts/config.yaml is the settings; without a checkout, generate needs --out."""
+    python = installed.parent / "python"
+    proc = run_outside(python, "-c", "from fioscope_mixin.settings import default_fsync_threshold; print(default_fsync_threshold())",
+                       cwd=tmp_path)
+    assert proc.returncode == 0 and float(proc.stdout) > 0, proc.stderr
+    proc = run_outside(python, "-m", "fioscope_mixin", "generate", cwd=tmp_path)
+    assert proc.returncode == 2 and "--out" in proc.stderr and list(tmp_path.iterdir()) == []
+    proc = run_outside(python, "-m", "fioscope_mixin", "generate", "--only", "prometheus", "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / "alerts" / "alerts.rules.yaml").read_text() == (REPO / "alerts" / "alerts.rules.yaml").read_text()

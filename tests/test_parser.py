@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from fioscope.parser import DocumentStream, ParseError, TruncatedError, parse_file, parse_text, quantile_label
+from fioscope.parser import (
+    DocumentStream,
+    ParseError,
+    TruncatedError,
+    parse_file,
+    parse_text,
+    quantile_label,
+)
 from helpers.paths import FIO_OUTPUTS
 
 V3 = ["fio-3.33", "fio-3.42"]

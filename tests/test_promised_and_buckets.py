@@ -124,7 +124,7 @@ def test_exact_bounds_follow_the_settings():
     import copy
 
     from fioscope.histogram import bucket_bounds
-    from fioscope.settings import load_settings
+    from fioscope_mixin.settings import load_settings
 
     settings = load_settings()
     assert bucket_bounds(settings) == BUCKET_BOUNDS

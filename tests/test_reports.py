@@ -6,6 +6,7 @@ Fast: tiny fio runs in /var/tmp, the iostat captures recorded on lab disks
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import json
 import math
@@ -63,6 +64,44 @@ def test_offline_diagnosis_healthy_disk_is_not_throttled(tmp_path):
     throttled = [v for v in report.verdicts if v.kind == "throttled"]
     assert throttled and all(v.ok for v in throttled), [v.text for v in throttled]
     assert [v.ok for v in report.verdicts if v.kind == "alerts"] == [True]
+
+
+def burst_then_cap_capture(path: Path, step: int = 5) -> Path:
+    """An iostat -x -t -o JSON capture of vdb: light reads for 12 min, a 3000 IOPS burst at 2 ms for 5 min
+    (burst credits), then capped at 300 IOPS with the same 6 in flight for 6 min (the scenarios' burst_then_cap)."""
+    start = dt.datetime(2026, 11, 22, 20, 0, tzinfo=dt.timezone.utc)
+    stats = [{"avg-cpu": {}, "disk": []}]
+    for i in range(23 * 60 // step):
+        t = i * step
+        if t < 12 * 60:
+            r, await_ms, util, queue = 50.0, 1.0, 5.0, 0.05
+        elif t < 17 * 60:
+            r, await_ms, util, queue = 3000.0, 2.0, 100.0, 6.0
+        else:
+            r, await_ms, util, queue = 300.0, 20.0, 100.0, 6.0
+        disk = {"disk_device": "vdb", "r/s": r, "w/s": 0.0, "d/s": 0.0, "f/s": 0.0, "rkB/s": r * 4, "wkB/s": 0.0, "dkB/s": 0.0,
+                "rrqm/s": 0.0, "wrqm/s": 0.0, "drqm/s": 0.0, "rrqm": 0.0, "wrqm": 0.0, "drqm": 0.0, "r_await": await_ms,
+                "w_await": 0.0, "d_await": 0.0, "f_await": 0.0, "rareq-sz": 4.0, "wareq-sz": 0.0, "dareq-sz": 0.0,
+                "aqu-sz": queue, "util": util}
+        stats.append({"timestamp": (start + dt.timedelta(seconds=t)).strftime("%Y-%m-%dT%H:%M:%S+0000"),
+                      "avg-cpu": {"user": 5.0, "nice": 0.0, "system": 5.0, "iowait": 20.0, "steal": 0.0, "idle": 70.0}, "disk": [disk]})
+    host = {"nodename": "vm", "sysname": "Linux", "release": "6.1", "machine": "x86_64", "number-of-cpus": 2, "date": "2026-11-22",
+            "statistics": stats}
+    path.write_text(json.dumps({"sysstat": {"hosts": [host]}}))
+    return path
+
+
+def test_offline_diagnosis_burst_then_cap_is_throttled(tmp_path):
+    """Burst credits spent: FioscopeDiskThrottledAfterBurst fires, so the verdict says throttled (it said
+    "not throttled" while its own alert list fired that alert: the diagnosis had its own list of throttling alerts)."""
+    from fioscope.reporting.iostat import offline_diagnosis
+    from fioscope_mixin.names import ALERT_DISK_THROTTLED_AFTER_BURST
+
+    report = offline_diagnosis([str(burst_then_cap_capture(tmp_path / "burst.json"))], None, None)
+    [alerts] = [v for v in report.verdicts if v.kind == "alerts"]
+    assert ALERT_DISK_THROTTLED_AFTER_BURST in alerts.text
+    [throttled] = [v for v in report.verdicts if v.kind == "throttled"]
+    assert not throttled.ok and ALERT_DISK_THROTTLED_AFTER_BURST in throttled.text, throttled.text
 
 
 def test_iostat_counters_rebuild_the_iostat_columns():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sys
@@ -13,7 +14,8 @@ from helpers.cli import run
 from helpers.paths import FIXTURES, REPO
 
 ALERTS = REPO / "alerts"
-GENERATE = [sys.executable, str(ALERTS / "generate.py")]
+# the rule files and the stack config (the dashboards and Kubernetes objects: test_dashboards, test_kubernetes)
+GENERATE = [sys.executable, "-m", "fioscope_mixin", "generate", "--only", "prometheus"]
 
 
 def test_committed_files_are_generated_from_config():
@@ -83,15 +85,15 @@ def test_alert_metadata_follows_mixin_conventions():
 
 def test_thresholds_live_in_one_place(tmp_path):
     """The 10 ms line is one setting: changing it changes every fsync rule, and the exporter's verdict agrees."""
-    from fioscope import report
+    from fioscope import verdicts
     from fioscope.cli import build_parser
-    from fioscope.settings import default_fsync_threshold
+    from fioscope_mixin.settings import default_fsync_threshold
 
     settings = yaml.safe_load((ALERTS / "config.yaml").read_text())
     assert settings["thresholds"]["etcd_fsync_p99_seconds"] == default_fsync_threshold()
     # the CLI's default comes from the same file, not a second constant
     assert build_parser().parse_args(["run", "etcd-wal", "--target.dir", "/x"]).fsync_threshold is None
-    assert not hasattr(report, "ETCD_FSYNC_P99_SECONDS")
+    assert not hasattr(verdicts, "ETCD_FSYNC_P99_SECONDS")
     proc = run(GENERATE + ["--out", str(tmp_path), "--set", "thresholds.etcd_fsync_p99_seconds=0.005"])
     assert proc.returncode == 0, proc.stderr
     generated = (tmp_path / "alerts" / "alerts.rules.yaml").read_text()
@@ -141,12 +143,16 @@ def test_unknown_or_misplaced_override_names_the_key(tmp_path):
 
 
 def test_generators_and_stack_share_one_settings_loader():
-    """dashboards/generate.py and stack/native.py read settings through fioscope.settings, so an override means the same."""
-    from fioscope.settings import SettingsError, load_settings
+    """The generators, the native stack and the exporter read alerts/config.yaml only through fioscope_mixin.settings,
+    so an override means the same everywhere."""
+    from fioscope_mixin.settings import SettingsError, load_settings
 
-    for path in (REPO / "dashboards" / "generate.py", REPO / "stack" / "native.py", ALERTS / "generate.py"):
-        text = path.read_text()
-        assert "from fioscope.settings import" in text and '"config.yaml"' not in text, path
+    sources = [*(REPO / "mixin").rglob("*.py"), *(REPO / "exporter").rglob("*.py")]
+    # a path built to the file (`/ "config.yaml"`, `("alerts/config.yaml")`) anywhere but the loader
+    readers = [p.relative_to(REPO) for p in sources if p.name != "settings.py" and re.search(r'(/ |\()"(alerts/)?config\.yaml"', p.read_text())]
+    assert readers == [], readers
+    for module in ("dashboards", "native", "hosts"):
+        assert "from fioscope_mixin.settings import" in (REPO / "mixin" / "fioscope_mixin" / f"{module}.py").read_text(), module
     assert load_settings(["stack.scrape_interval=1s"])["stack"]["scrape_interval"] == "1s"
     try:
         load_settings(["stack.scrape_intervall=1s"])
@@ -171,8 +177,7 @@ def _in_cluster(cluster: str, series: list[dict]) -> list[dict]:
 def cluster_test(expected: list[dict]) -> dict:
     """Two clusters with the same host, instance and device names, fio loading the device in both:
     east's device is capped at 700 r/s + 300 w/s from 30m, west's stays healthy."""
-    sys.path.insert(0, str(ALERTS / "tests"))
-    import scenarios as sc  # alerts/tests/scenarios.py: the device models of the detection matrix
+    import scenarios as sc  # alerts/tests/scenarios.py (pytest.ini's pythonpath): the device models of the detection matrix
 
     steps, on, off = sc.MINUTES * 60 // sc.STEP, sc.ONSET // sc.STEP, sc.END // sc.STEP
     series: list[dict] = []
@@ -207,3 +212,28 @@ def test_cluster_label_keeps_clusters_apart(tmp_path):
     (tests / "clusters.test.yaml").write_text(yaml.safe_dump(cluster_test(expected), sort_keys=False, width=1000))
     proc = run([promtool, "test", "rules", str(tests / "clusters.test.yaml")])
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_one_yaml_loader_takes_merge_keys_and_refuses_duplicates():
+    """compose.yaml uses `<<: *anchor`; a merged key overridden explicitly is not a duplicate, a key written twice is."""
+    import pytest
+    from fioscope_mixin.yamlfile import YamlError, loads_yaml
+
+    assert loads_yaml("base: &b {a: 1, b: 2}\nx:\n  <<: *b\n  b: 3\n")["x"] == {"a": 1, "b": 3}
+    with pytest.raises(YamlError, match="duplicate key 'b'"):
+        loads_yaml("x:\n  b: 1\n  b: 2\n", "t.yaml")
+
+
+def test_every_rule_and_alert_is_named_in_names_py(tmp_path):
+    """fioscope_mixin.names is the one list: every record and alert of the generated rule files is in it, and every
+    name in it is generated (with thresholds.disk_limits set, so the rules that need it exist too)."""
+    from fioscope_mixin import names
+
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "thresholds.disk_limits.vdb.iops=500"])
+    assert proc.returncode == 0, proc.stderr
+    generated = [r for f in ("recording", "alerts") for r in rules_of(tmp_path / "alerts" / f"{f}.rules.yaml")]
+    assert {r["record"] for r in generated if "record" in r} == set(names.RECORDS)
+    assert {r["alert"] for r in generated if "alert" in r} == set(names.ALERTS)
+    assert set(names.THROTTLING_ALERTS) == {a for a in names.ALERTS if a.startswith("FioscopeDiskThrottled")}
+    dashboards = {json.loads(p.read_text())["uid"] for p in (REPO / "dashboards").glob("*.json")}
+    assert dashboards == set(names.DASHBOARD_UIDS.values())

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 import yaml
+from fioscope_mixin import names as n
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "detection.test.yaml"
@@ -38,9 +39,8 @@ STEP = 15  # seconds per sample (scrape and evaluation interval)
 MINUTES = 48
 ONSET = 30 * 60  # every scenario's load starts (or changes) at 30m; the first 30m give the device its normal
 END = ONSET + 18 * 60  # load stops here
-THROTTLE_ALERTS = ["FioscopeDiskThrottledUnderFioLoad", "FioscopeDiskThrottled", "FioscopeDiskThrottledAfterBurst",
-                   "FioscopeDiskQueueExploding"]
-WATCHED = THROTTLE_ALERTS + ["FioscopeDiskLatencyAboveSla"]
+THROTTLE_ALERTS = [*n.THROTTLING_ALERTS, n.ALERT_DISK_QUEUE_EXPLODING]
+WATCHED = THROTTLE_ALERTS + [n.ALERT_DISK_LATENCY_ABOVE_SLA]
 
 
 @dataclass
@@ -170,24 +170,24 @@ def raid1_write_cap(capped_leg: bool):
 CAPPED = "{host}/{device}"
 SCENARIOS = [
     Scenario("IOPS cap (700 r/s + 300 w/s)", [Device("s1", "vdb", after_onset(iops_cap))],
-             {"FioscopeDiskThrottled": ("s1/vdb", "reads flat at ~700/s, writes flat at ~300/s (no limit declared)")},
-             {"FioscopeDiskThrottled": 300}),
+             {n.ALERT_DISK_THROTTLED: ("s1/vdb", "reads flat at ~700/s, writes flat at ~300/s (no limit declared)")},
+             {n.ALERT_DISK_THROTTLED: 300}),
     Scenario("IOPS cap, kernel without discard/flush series", [Device("s2", "vdb", after_onset(iops_cap), discards=False)],
-             {"FioscopeDiskThrottled": ("s2/vdb", "reads flat at ~700/s, writes flat at ~300/s")}, {"FioscopeDiskThrottled": 300}),
+             {n.ALERT_DISK_THROTTLED: ("s2/vdb", "reads flat at ~700/s, writes flat at ~300/s")}, {n.ALERT_DISK_THROTTLED: 300}),
     Scenario("bandwidth cap 40 MiB/s, 4k and 256k alternating", [Device("s3", "vdb", after_onset(bandwidth_cap))],
-             {"FioscopeDiskThrottled": ("s3/vdb", "read throughput flat at ~40MiB/s")}, {"FioscopeDiskThrottled": 300}),
+             {n.ALERT_DISK_THROTTLED: ("s3/vdb", "read throughput flat at ~40MiB/s")}, {n.ALERT_DISK_THROTTLED: 300}),
     Scenario("write-only cap 300 w/s, independent noisy reads", [Device("s4", "vdb", after_onset(write_cap))],
-             {"FioscopeDiskThrottled": ("s4/vdb", "is throttled: writes flat at ~300/s (")}, {"FioscopeDiskThrottled": 300}),
+             {n.ALERT_DISK_THROTTLED: ("s4/vdb", "is throttled: writes flat at ~300/s (")}, {n.ALERT_DISK_THROTTLED: 300}),
     Scenario("burst 3000 IOPS for 5 min, then capped at 300", [Device("s5", "vdb", after_onset(burst_then_cap))],
-             {"FioscopeDiskThrottledAfterBurst": ("s5/vdb", "IOPS fell from ~3k to ~300/s")},
-             {"FioscopeDiskThrottledAfterBurst": 300 + 180}),
+             {n.ALERT_DISK_THROTTLED_AFTER_BURST: ("s5/vdb", "IOPS fell from ~3k to ~300/s")},
+             {n.ALERT_DISK_THROTTLED_AFTER_BURST: 300 + 180}),
     Scenario("fio job on a capped device", [Device("s6", "vdb", after_onset(iops_cap)), Device("s6", "vdc", after_onset(iops_cap))],
-             {"FioscopeDiskThrottledUnderFioLoad": ("s6/vdb", "reads flat at ~700/s"),
-              "FioscopeDiskThrottled": ("s6/vdc", "reads flat at ~700/s")},
-             {"FioscopeDiskThrottledUnderFioLoad": 120, "FioscopeDiskThrottled": 300}, fio=[("s6", "vdb")],
+             {n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD: ("s6/vdb", "reads flat at ~700/s"),
+              n.ALERT_DISK_THROTTLED: ("s6/vdc", "reads flat at ~700/s")},
+             {n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD: 120, n.ALERT_DISK_THROTTLED: 300}, fio=[("s6", "vdb")],
              note="fio loads vdb only: vdb gets the fio-load alert, vdc (same host, not loaded by fio) the any-workload one"),
     Scenario("costly queue: 64 in flight at 80 ms, no more IOPS", [Device("s7", "vdb", after_onset(costly_queue, costly_queue_before))],
-             {"FioscopeDiskQueueExploding": ("s7/vdb", "against a normal of 1ms")}, {"FioscopeDiskQueueExploding": 420}),
+             {n.ALERT_DISK_QUEUE_EXPLODING: ("s7/vdb", "against a normal of 1ms")}, {n.ALERT_DISK_QUEUE_EXPLODING: 420}),
     Scenario("healthy: NVMe saturated, deep queue (aqu-sz 50, 1.25 ms)", [Device("h1", "nvme0n1", after_onset(healthy_deep_queue))], {}),
     Scenario("healthy: 4k/256k alternating, uncapped", [Device("h2", "vdb", after_onset(alternating_uncapped))], {}),
     Scenario("healthy: bursty writer under its cap", [Device("h3", "vdb", after_onset(bursty_under_cap))], {}),
@@ -195,12 +195,12 @@ SCENARIOS = [
     Scenario("LVM on md RAID1, cap on one leg (one page)",
              [Device("s8", "vda", after_onset(raid1_write_cap(True))), Device("s8", "vdb", after_onset(raid1_write_cap(False))),
               Device("s8", "md0", after_onset(raid1_write_cap(True))), Device("s8", "dm-0", after_onset(raid1_write_cap(True)))],
-             {"FioscopeDiskThrottled": ("s8/vda", "writes flat at ~300/s")}, {"FioscopeDiskThrottled": 300},
+             {n.ALERT_DISK_THROTTLED: ("s8/vda", "writes flat at ~300/s")}, {n.ALERT_DISK_THROTTLED: 300},
              topology=[("s8", "md0", "vda"), ("s8", "md0", "vdb"), ("s8", "dm-0", "md0")]),
     Scenario("LVM on md RAID1 under fio, cap on one leg (one page)",
              [Device("s9", "vda", after_onset(raid1_write_cap(True))), Device("s9", "vdb", after_onset(raid1_write_cap(False))),
               Device("s9", "md0", after_onset(raid1_write_cap(True))), Device("s9", "dm-0", after_onset(raid1_write_cap(True)))],
-             {"FioscopeDiskThrottledUnderFioLoad": ("s9/vda", "writes flat at ~300/s")}, {"FioscopeDiskThrottledUnderFioLoad": 120},
+             {n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD: ("s9/vda", "writes flat at ~300/s")}, {n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD: 120},
              fio=[("s9", "dm-0")],
              topology=[("s9", "md0", "vda"), ("s9", "md0", "vdb"), ("s9", "dm-0", "md0")],
              note="fio's target is on dm-0 (the exporter labels its series so); vda, two layers down, carries the load and pages"),
@@ -361,7 +361,7 @@ def build_test(fired) -> dict:
         for alert, (key, _) in sc.expect.items():
             case(alert, firsts[(alert, key)] - 2 * STEP)  # not yet
             case(alert, firsts[(alert, key)] + STEP)  # firing, naming the ceiling
-    case("FioscopeDiskLatencyAboveSla", ONSET + 12 * 60)  # the capped disks, never the layers above them
+    case(n.ALERT_DISK_LATENCY_ABOVE_SLA, ONSET + 12 * 60)  # the capped disks, never the layers above them
     # the controls and the layers above a cap: silent for every throttling alert, all along
     for t in range(ONSET, END + 1, 120):
         for alert in THROTTLE_ALERTS:
@@ -383,10 +383,10 @@ VALUE_CHECKS = [
     {"expr": 'fioscope:disk_iops:irate{host="s2"}', "eval_time": "40m",
      "exp_samples": [{"labels": f"fioscope:disk_iops:irate{_labels(_S2)}", "value": 1000}]},
     *[{"expr": f'{name}{{host="s2"}}', "eval_time": "40m", "exp_samples": [{"labels": f"{name}{_labels(_S2)}", "value": v}]}
-      for name, v in (("fioscope:disk_bytes_per_second", 4096000), ("fioscope:disk_read_iops:irate", 700),
-                      ("fioscope:disk_write_iops:irate", 300), ("fioscope:disk_read_bytes_per_second:irate", 2867200),
-                      ("fioscope:disk_write_bytes_per_second:irate", 1228800), ("fioscope:disk_bytes_per_second:irate", 4096000),
-                      ("fioscope:disk_util_ratio:irate", 1))],
+      for name, v in ((n.DISK_BYTES_PER_SECOND, 4096000), (n.DISK_READ_IOPS_IRATE, 700),
+                      (n.DISK_WRITE_IOPS_IRATE, 300), (n.DISK_READ_BYTES_PER_SECOND_IRATE, 2867200),
+                      (n.DISK_WRITE_BYTES_PER_SECOND_IRATE, 1228800), (n.DISK_BYTES_PER_SECOND_IRATE, 4096000),
+                      (n.DISK_UTIL_RATIO_IRATE, 1))],
     {"expr": 'fioscope:disk_ceiling{host="s2",window="long"}', "eval_time": "40m",
      "exp_samples": [{"labels": f"fioscope:disk_ceiling{_labels({**_S2, 'window': 'long', 'dimension': d, 'unit': '/s'})}", "value": v}
                      for d, v in (("reads", 700), ("writes", 300))]},
@@ -397,11 +397,11 @@ VALUE_CHECKS = [
     {"expr": 'fioscope:disk_slow_saturated_await_seconds{host="h1"}', "eval_time": "40m", "exp_samples": []},
     # the layers above s8's capped leg: md0 (on vda) and dm-0 (on md0) know a device below them is at a ceiling
     {"expr": 'fioscope:disk_ceiling_below{host="s8",window="long"}', "eval_time": "40m",
-     "exp_samples": [{"labels": "fioscope:disk_ceiling_below" + _labels({"host": "s8", "device": d, "window": "long"}), "value": 300}
+     "exp_samples": [{"labels": n.DISK_CEILING_BELOW + _labels({"host": "s8", "device": d, "window": "long"}), "value": 300}
                      for d in ("dm-0", "md0")]},
     # s9's fio job runs on dm-0 (LVM on md0 on vda+vdb): the load reaches every layer below
     {"expr": 'fioscope:disk_fio_load{host="s9"}', "eval_time": "40m",
-     "exp_samples": [{"labels": "fioscope:disk_fio_load" + _labels({"host": "s9", "device": d}), "value": 1}
+     "exp_samples": [{"labels": n.DISK_FIO_LOAD + _labels({"host": "s9", "device": d}), "value": 1}
                      for d in ("dm-0", "md0", "vda", "vdb")]},
     # s5 five minutes after its burst: the rate is a tenth of its peak
     {"expr": 'round(fioscope:disk_step_down_ratio{host="s5"}, 0.001)', "eval_time": "40m",

@@ -165,16 +165,20 @@ def _run_target(args, config: Config) -> Target:
 
 
 def cmd_run(args) -> int:
+    from fioscope_mixin.settings import SettingsError, default_fsync_threshold
+
     from .runner import Runner
-    from .settings import default_fsync_threshold
     from .store import Store
     from .sweep import Progress, parse_depths, write_sweep
     from .verdicts import job_verdicts, summary_lines
 
     config = load_config(args.config_file, args.results_dir)
     target = _run_target(args, config)
-    fsync_threshold = (parse_duration(args.fsync_threshold, "--fsync.threshold") if args.fsync_threshold
-                       else default_fsync_threshold())
+    try:
+        fsync_threshold = (parse_duration(args.fsync_threshold, "--fsync.threshold") if args.fsync_threshold
+                           else default_fsync_threshold())
+    except SettingsError as exc:
+        raise ConfigError(str(exc)) from None
     runner = Runner(config, Store(config))
     signal.signal(signal.SIGTERM, lambda s, f: runner.stop())
     env = _key_values(args.env, "--env")

@@ -1,7 +1,7 @@
 """The exporter's run config (``--config.file``): where results live, the targets fio may write to
 (with their declared limits and SLA) and the schedule; typed, one error type per failure.
 
-Not to be confused with the *settings* (``alerts/config.yaml``, read by ``fioscope.settings``):
+Not to be confused with the *settings* (``alerts/config.yaml``, read by ``fioscope_mixin.settings``):
 thresholds, windows and selectors shared by the rules, the dashboards and ``fioscope run``'s
 default fsync line. This file says what to run where; the settings say what is good or bad.
 

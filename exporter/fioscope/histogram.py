@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 
-from .settings import load_settings
+from fioscope_mixin.settings import load_settings
 
 RATIO_EXPONENT = 8  # bounds per doubling: 2^(1/8) = 9.05 % per bucket
 COARSE_BOUNDS = (1e-6, 2e-6, 5e-6, 1e-5, 10.0, 30.0)

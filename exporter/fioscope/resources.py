@@ -1,9 +1,9 @@
-"""Files the package carries: the fio profiles and the alert settings.
+"""Files the package carries: the fio profiles.
 
-``fio-jobs/`` and ``alerts/config.yaml`` at the top of the repository are the source;
-the package links them (``fioscope/profiles``, ``fioscope/alerts-config.yaml``) and a
-built wheel holds copies, so an installed ``fioscope`` (venv, pipx, the image) finds
-them from any working directory. ``FIOSCOPE_JOBS_DIR`` still points elsewhere.
+``fio-jobs/`` at the top of the repository is the source; the package links it
+(``fioscope/profiles``) and a built wheel holds copies, so an installed ``fioscope``
+(venv, pipx, the image) finds them from any working directory. ``FIOSCOPE_JOBS_DIR``
+still points elsewhere. alerts/config.yaml is fioscope_mixin's (``fioscope_mixin.settings``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,3 @@ _HERE = Path(__file__).resolve().parent
 def profiles_dir() -> Path:
     """Where the shipped fio profiles (``*.fio``) are."""
     return Path(os.environ.get("FIOSCOPE_JOBS_DIR") or _HERE / "profiles")
-
-
-def alerts_config_path() -> Path:
-    """``alerts/config.yaml``: thresholds, windows, selectors (read through fioscope.settings)."""
-    return _HERE / "alerts-config.yaml"

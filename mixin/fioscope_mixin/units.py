@@ -28,8 +28,13 @@ _DECIMAL = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(?:e([+-]?\d{1,3}))?\s*(y|w|d|h|m|s
 MAX_DURATION_SECONDS = 100 * 365 * 86400
 
 
-def parse_duration(value: object, *, positive: bool = False) -> float:
-    """``"1h30m"``, ``"1d"``, ``"10ms"``, ``"0.3ms"``, ``90`` -> seconds (finite, >= 0; > 0 where ``positive``)."""
+def parse_duration(value: object, *, positive: bool = False, prometheus: bool = False) -> float:
+    """``"1h30m"``, ``"1d"``, ``"10ms"``, ``"0.3ms"``, ``90`` -> seconds (finite, >= 0; > 0 where ``positive``).
+
+    ``prometheus``: only Prometheus's own text form (it goes into PromQL or a rule's ``for:``).
+    """
+    if prometheus and not _is_prometheus(value):
+        raise UnitError(f"{value!r} is not a Prometheus duration (e.g. 30s, 1h30m, 500ms)")
     if isinstance(value, bool):
         raise UnitError(f"{value!r} is not a duration (e.g. 30s, 1h30m, 10ms)")
     if isinstance(value, (int, float)):
@@ -42,6 +47,11 @@ def parse_duration(value: object, *, positive: bool = False) -> float:
     if positive and seconds <= 0:
         raise UnitError(f"{value!r} must be more than 0")
     return seconds
+
+
+def _is_prometheus(value: object) -> bool:
+    m = _PROMETHEUS.fullmatch(value) if isinstance(value, str) else None
+    return value == "0s" or bool(m and any(m.groups()))
 
 
 def _duration_text(text: str) -> float:

@@ -1,4 +1,5 @@
-"""The one YAML loader: safe, and a duplicate key is an error, not "the last one wins"."""
+"""The one YAML loader (safe; a duplicate key is an error, not "the last one wins") and the one
+dumper of generated YAML (multi-line PromQL as readable ``|`` blocks)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["YamlError", "load_yaml", "loads_yaml"]
+__all__ = ["YamlError", "dump_yaml", "load_yaml", "loads_yaml"]
 
 
 class YamlError(ValueError):
@@ -18,6 +19,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen: set = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` (compose.yaml): explicit keys may override it
+                continue
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, (str, int, float, bool)) and key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
@@ -45,3 +48,16 @@ def load_yaml(path: str | Path) -> Any:
     except UnicodeDecodeError:
         raise YamlError(f"{path}: not valid YAML: not UTF-8 text") from None
     return loads_yaml(text, str(path))
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line strings as ``|`` blocks, the rest as PyYAML writes them."""
+
+
+_BlockDumper.add_representer(str, lambda dumper, value: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None))
+
+
+def dump_yaml(*documents: Any) -> str:
+    """``documents`` as YAML, in their own key order (several: ``---``-separated)."""
+    return yaml.dump_all(documents, Dumper=_BlockDumper, sort_keys=False, width=200)

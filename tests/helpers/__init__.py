@@ -9,9 +9,9 @@ results     settle (age hand-dropped result files), result_docs, config_with_sch
 processes   Exporter (``fioscope serve``), NodeExporter
 prometheus  Prometheus (the one way tests start it), PromClient (its HTTP API)
 histogram   histogram_quantile (Prometheus' bucketQuantile in Python)
-native_stack NativeStack (stack/native.py), write_stack_files (the generated configuration in a scratch root)
+native_stack NativeStack (fioscope_mixin.native), write_stack_files (the generated configuration in a scratch root)
 lab         require_root_lab, lab_lock, Webhook, e2e_overrides, lab_stack, E2E_SETTINGS, THROTTLE
-fleet       fleet_overrides, run_hosts (stack/hosts.py ARGS)
+fleet       fleet_overrides, run_hosts (python -m fioscope_mixin.hosts ARGS)
 iostat      the iostat -x agreement of the recording rules (sample_agreement, agree, print_table)
 report_page rendered (a report opened in headless Chromium), Verdicts
 corpus      the hostile corpus of fio outputs

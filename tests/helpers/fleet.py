@@ -1,4 +1,4 @@
-"""The fleet: Prometheus overrides for test hosts, and stack/hosts.py that adds and removes them."""
+"""The fleet: Prometheus overrides for test hosts, and fioscope_mixin.hosts that adds and removes them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 
 from helpers.cli import run
 from helpers.net import free_port
-from helpers.paths import REPO
 
 
 def fleet_overrides(hosts_dir: Path, node_port: int, fioscope_port: int, extra: list[str] | None = None) -> list[str]:
@@ -20,5 +19,5 @@ def fleet_overrides(hosts_dir: Path, node_port: int, fioscope_port: int, extra: 
 
 
 def run_hosts(*args) -> subprocess.CompletedProcess:
-    """``stack/hosts.py ARGS`` run to completion."""
-    return run([sys.executable, REPO / "stack" / "hosts.py", *args])
+    """``python -m fioscope_mixin.hosts ARGS`` run to completion."""
+    return run([sys.executable, "-m", "fioscope_mixin.hosts", *args])

@@ -17,6 +17,8 @@ import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from fioscope_mixin import names as n
+
 from . import ReportError
 from .charts import Chart, Line, Window, time_chart
 from .html import Report, Section, Table, Verdict
@@ -25,28 +27,26 @@ from .prometheus import Prometheus, Series, step_for
 
 log = logging.getLogger("fioscope.report")
 
-THROTTLE_ALERTS = ("FioscopeDiskThrottledUnderFioLoad", "FioscopeDiskThrottled")
-SLA_ALERTS = ("FioscopeDiskLatencyAboveSla",)
-FSYNC_ALERTS = ("FioscopeFsyncTooSlowForEtcd", "FioscopeFsyncHistogramTooSlowForEtcd", "FioscopeEtcdWalFsyncSlow")
-IOWAIT_ALERTS = ("FioscopeHighIowaitIdleCpu",)
+# which alert says what: fioscope_mixin.names (one list of the throttling alerts for the rules, dashboards and reports)
+THROTTLE_ALERTS, SLA_ALERTS, FSYNC_ALERTS, IOWAIT_ALERTS = n.THROTTLING_ALERTS, n.SLA_ALERTS, n.FSYNC_ALERTS, n.IOWAIT_ALERTS
 
 # chart -> (title, unit, percent?, [(label, recording rule)])
-CPU_RULES = [("user", "fioscope:cpu_user_ratio"), ("system", "fioscope:cpu_system_ratio"), ("iowait", "fioscope:cpu_iowait_ratio"),
-             ("steal", "fioscope:cpu_steal_ratio"), ("idle", "fioscope:cpu_idle_ratio")]
+CPU_RULES = [("user", n.CPU_USER_RATIO), ("system", n.CPU_SYSTEM_RATIO), ("iowait", n.CPU_IOWAIT_RATIO),
+             ("steal", n.CPU_STEAL_RATIO), ("idle", n.CPU_IDLE_RATIO)]
 DISK_CHARTS = [
-    ("util", "%util and merges", "", True, [("%util", "fioscope:disk_util_ratio"), ("%rrqm", "fioscope:disk_read_merges_ratio"),
-                                            ("%wrqm", "fioscope:disk_write_merges_ratio")]),
-    ("iops", "IOPS", "IO/s", False, [("r/s", "fioscope:disk_read_iops"), ("w/s", "fioscope:disk_write_iops"),
-                                     ("d/s", "fioscope:disk_discard_iops"), ("f/s", "fioscope:disk_flush_iops"),
-                                     ("rrqm/s", "fioscope:disk_read_merges_per_second"),
-                                     ("wrqm/s", "fioscope:disk_write_merges_per_second")]),
-    ("await", "await", "s", False, [("r_await", "fioscope:disk_read_await_seconds"), ("w_await", "fioscope:disk_write_await_seconds"),
-                                    ("d_await", "fioscope:disk_discard_await_seconds"), ("f_await", "fioscope:disk_flush_await_seconds")]),
-    ("reqsz", "request size", "B", False, [("rareq-sz", "fioscope:disk_read_request_size_bytes"),
-                                           ("wareq-sz", "fioscope:disk_write_request_size_bytes")]),
-    ("queue", "queue size (aqu-sz)", "", False, [("aqu-sz", "fioscope:disk_queue_size")]),
-    ("throughput", "throughput", "B/s", False, [("rB/s", "fioscope:disk_read_bytes_per_second"),
-                                                ("wB/s", "fioscope:disk_write_bytes_per_second")]),
+    ("util", "%util and merges", "", True, [("%util", n.DISK_UTIL_RATIO), ("%rrqm", n.DISK_READ_MERGES_RATIO),
+                                            ("%wrqm", n.DISK_WRITE_MERGES_RATIO)]),
+    ("iops", "IOPS", "IO/s", False, [("r/s", n.DISK_READ_IOPS), ("w/s", n.DISK_WRITE_IOPS),
+                                     ("d/s", n.DISK_DISCARD_IOPS), ("f/s", n.DISK_FLUSH_IOPS),
+                                     ("rrqm/s", n.DISK_READ_MERGES_PER_SECOND),
+                                     ("wrqm/s", n.DISK_WRITE_MERGES_PER_SECOND)]),
+    ("await", "await", "s", False, [("r_await", n.DISK_READ_AWAIT_SECONDS), ("w_await", n.DISK_WRITE_AWAIT_SECONDS),
+                                    ("d_await", n.DISK_DISCARD_AWAIT_SECONDS), ("f_await", n.DISK_FLUSH_AWAIT_SECONDS)]),
+    ("reqsz", "request size", "B", False, [("rareq-sz", n.DISK_READ_REQUEST_SIZE_BYTES),
+                                           ("wareq-sz", n.DISK_WRITE_REQUEST_SIZE_BYTES)]),
+    ("queue", "queue size (aqu-sz)", "", False, [("aqu-sz", n.DISK_QUEUE_SIZE)]),
+    ("throughput", "throughput", "B/s", False, [("rB/s", n.DISK_READ_BYTES_PER_SECOND),
+                                                ("wB/s", n.DISK_WRITE_BYTES_PER_SECOND)]),
 ]
 
 
@@ -101,8 +101,8 @@ def _values_in(series: Series | None, windows: Iterable[tuple[float, float]]) ->
 
 
 def sla_seconds(device: str) -> float | None:
-    """The await SLA the rules were generated with (alerts/config.yaml, through fioscope.settings)."""
-    from ..settings import SettingsError, load_settings
+    """The await SLA the rules were generated with (alerts/config.yaml, through fioscope_mixin.settings)."""
+    from fioscope_mixin.settings import SettingsError, load_settings
 
     try:
         thresholds = load_settings()["thresholds"]
@@ -124,11 +124,11 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
             by_rule[rule] = {_key(s.labels): s for s in prom.range(f"{rule}{{{matchers.lstrip(',')}}}", start, end, step)}
         return by_rule[rule]
 
-    disks = fetch("fioscope:disk_util_ratio", device_m)
+    disks = fetch(n.DISK_UTIL_RATIO, device_m)
     if not disks and host:
         host_m, device_m = _matchers(host, devices, by_instance=True)
         by_rule.clear()
-        disks = fetch("fioscope:disk_util_ratio", device_m)
+        disks = fetch(n.DISK_UTIL_RATIO, device_m)
     if not disks:
         where = " on host " + host if host else ""
         raise ReportError(f"no disk data in the window {fmt_time(start)} – {fmt_time(end)} UTC{where}"
@@ -143,8 +143,8 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
                           + (" (downsampled: the window is long)" if step > min_step else "") + f"; {len(disks)} device(s).")
     if not names:
         report.summary.append("Device names: fioscope_disk_info not found, kernel names only.")
-    iops = fetch("fioscope:disk_iops", device_m)
-    awaits = fetch("fioscope:disk_await_seconds", device_m)
+    iops = fetch(n.DISK_IOPS, device_m)
+    awaits = fetch(n.DISK_AWAIT_SECONDS, device_m)
     for key in sorted(disks):
         _, device = key
         label = device + (f" ({names[device]})" if names.get(device) else "") + (f" on {key[0]}" if key[0] else "")

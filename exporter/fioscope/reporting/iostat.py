@@ -49,10 +49,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fioscope_mixin.prometheus import rule_groups
+from fioscope_mixin.settings import SettingsError, load_settings
 from fioscope_mixin.units import UnitError, parse_duration
-from fioscope_mixin.yamlfile import YamlError, load_yaml
 
-from ..settings import load_settings
 from . import ReportError
 from .diagnosis import Firing, diagnosis_report, spans
 from .prometheus import Prometheus
@@ -61,7 +61,6 @@ from .results import read_runs
 log = logging.getLogger("fioscope.report")
 
 MAX_SAMPLE_GAP = 5.0
-RULES_DIR = Path(__file__).resolve().parent / "rules"
 _LOCALE_FORMATS = ("%m/%d/%y %H:%M:%S", "%m/%d/%Y %H:%M:%S", "%m/%d/%y %I:%M:%S %p", "%m/%d/%Y %I:%M:%S %p")
 
 # node_exporter counter <- (iostat column, factor): the counter grows by column x factor x seconds
@@ -365,15 +364,13 @@ def evaluate_recording(prom: Prometheus, rule: dict, start: float, end: float,
 
 
 def _load_rules(name: str) -> list[dict]:
-    """The rule groups of a shipped rule file, by the one YAML loader; every alert's ``for:`` checked up front."""
-    path = RULES_DIR / name
+    """The groups of alerts/<name> as the mixin generates them from alerts/config.yaml; every alert's ``for:`` checked up front."""
     try:
-        data = load_yaml(path)
-    except YamlError as exc:
-        raise ReportError(f"cannot read the rules: {exc}") from None
-    groups = (data.get("groups") if isinstance(data, dict) else None) or []
+        groups = rule_groups(load_settings())[f"alerts/{name}"]
+    except SettingsError as exc:
+        raise ReportError(f"cannot generate the rules: {exc}") from None
     for rule in (r for g in groups for r in g.get("rules", []) if "alert" in r):
-        rule_hold(rule, str(path))
+        rule_hold(rule, f"alerts/{name}")
     return groups
 
 

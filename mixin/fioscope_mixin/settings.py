@@ -1,7 +1,8 @@
 """The one loader of ``alerts/config.yaml`` (docs/contracts.md section 3).
 
-The rule generator, the dashboards generator, the native stack and the CLI's defaults all
-read thresholds, windows and selectors through :func:`load_settings`, so a setting means
+The package carries the file as ``fioscope_mixin/config.yaml`` (a link to ``alerts/config.yaml``
+in a checkout, a copy in a built wheel). The rule generator, the dashboards generator, the native
+stack and the exporter's defaults all read thresholds, windows and selectors through :func:`load_settings`, so a setting means
 the same everywhere. ``--set a.b=c`` overrides are checked against the shipped file: an
 unknown key or a path through a scalar is a :class:`SettingsError` naming the key and the
 closest valid one; only the per-device maps take new keys (device names).
@@ -11,40 +12,37 @@ from __future__ import annotations
 
 import copy
 import difflib
-import re
 from pathlib import Path
 from typing import Any
 
-import yaml
+from fioscope_mixin.units import UnitError, parse_duration
+from fioscope_mixin.yamlfile import YamlError, load_yaml, loads_yaml
 
-from fioscope.config import ConfigError
-from fioscope.resources import alerts_config_path
-
+CONFIG_PATH = Path(__file__).resolve().parent / "config.yaml"
 # maps keyed by device name: any key is valid below them
 FREE_FORM_MAPS = {("thresholds", "disk_limits"), ("thresholds", "disk_latency_sla_per_device")}
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 class SettingsError(ValueError):
     """A settings file or override that cannot be used; the message names the key."""
 
 
-def seconds(duration: Any) -> float:
-    """'1m' / '30s' / '1h' / 0.5 -> seconds (for the few places that compute with durations)."""
-    if isinstance(duration, (int, float)) and not isinstance(duration, bool):
-        return float(duration)
-    match = _DURATION.match(str(duration))
-    if not match:
-        raise SettingsError(f"{duration!r} is not a duration (e.g. 30s, 5m, 6h)")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+def duration(settings: dict, *keys: str) -> float:
+    """The setting at ``keys`` (e.g. "stack", "rate_window") in seconds; SettingsError names the key."""
+    value: Any = settings
+    for key in keys:
+        value = value[key]
+    try:
+        return parse_duration(value)
+    except UnitError as exc:
+        raise SettingsError(f"{'.'.join(keys)}: {exc}") from None
 
 
 def _read(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise SettingsError(f"{path}: {exc}".splitlines()[0]) from None
+        data = load_yaml(path)
+    except YamlError as exc:
+        raise SettingsError(str(exc)) from None
     if not isinstance(data, dict):
         raise SettingsError(f"{path}: not a mapping")
     return data
@@ -72,9 +70,9 @@ def apply_override(settings: dict, item: str) -> None:
             raise SettingsError(f"--set {path}: unknown setting {valid}{_closest(key, [str(k) for k in node])}")
         if depth == len(keys) - 1:
             try:
-                value = yaml.safe_load(raw)
-            except yaml.YAMLError as exc:
-                raise SettingsError(f"--set {path}: bad value {raw!r}: {str(exc).splitlines()[0]}") from None
+                value = loads_yaml(raw, f"--set {path}")
+            except YamlError as exc:
+                raise SettingsError(str(exc)) from None
             old = node.get(key)
             if isinstance(old, dict) and not isinstance(value, dict) and (parent + (key,)) not in FREE_FORM_MAPS:
                 raise SettingsError(f"--set {path}: is a section; set one of {', '.join(map(str, old))}")
@@ -85,11 +83,30 @@ def apply_override(settings: dict, item: str) -> None:
             node = node.setdefault(key, {}) if free else node[key]
 
 
+# settings that go into PromQL or a rule's for: as Prometheus durations
+_DURATION_SUFFIXES = ("window", "interval", "lookback", "_after")
+
+
+def _check_durations(node: dict, keys: tuple[str, ...] = ()) -> None:
+    """Every duration setting in Prometheus's own form: a typo is an error here, not a rule Prometheus refuses
+    (or, in the offline diagnosis, an alert whose ``for:`` counts as 0 s)."""
+    for key, value in node.items():
+        path = (*keys, str(key))
+        if isinstance(value, dict):
+            _check_durations(value, path)
+        elif keys[:1] == ("durations",) or str(key).endswith(_DURATION_SUFFIXES):
+            try:
+                parse_duration(value, prometheus=True)
+            except UnitError as exc:
+                raise SettingsError(f"{'.'.join(path)}: {exc}") from None
+
+
 def load_settings(overrides: list[str] | None = None, path: Path | None = None) -> dict:
     """alerts/config.yaml with ``--set`` overrides applied (a fresh dict each call)."""
-    settings = copy.deepcopy(_read(path or alerts_config_path()))
+    settings = copy.deepcopy(_read(path or CONFIG_PATH))
     for item in overrides or []:
         apply_override(settings, item)
+    _check_durations(settings)
     return settings
 
 
@@ -97,5 +114,5 @@ def default_fsync_threshold() -> float:
     """The fdatasync p99 line (etcd's 10 ms) every part uses: the alerts, the dashboards, ``fioscope run``."""
     try:
         return float(load_settings()["thresholds"]["etcd_fsync_p99_seconds"])
-    except (SettingsError, KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"{alerts_config_path()}: no usable thresholds.etcd_fsync_p99_seconds ({exc})") from None
+    except (KeyError, TypeError, ValueError) as exc:  # SettingsError is a ValueError
+        raise SettingsError(f"{CONFIG_PATH}: no usable thresholds.etcd_fsync_p99_seconds ({exc})") from None

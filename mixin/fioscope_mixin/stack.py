@@ -2,13 +2,13 @@
 
 Fleet: the ``node`` and ``fioscope`` jobs scrape this stack's exporters (static, ``host`` =
 ``stack.host``) and every test host with a file in ``stack.hosts_dir`` (file_sd; one file per host,
-written by ``stack/hosts.py add``). A host file lists both of its exporters; each target group
+written by ``python3 -m fioscope_mixin.hosts add``). A host file lists both of its exporters; each target group
 names its job in the ``__fioscope_job`` label, which Prometheus drops after relabelling.
 """
 
 from __future__ import annotations
 
-from fioscope.settings import SettingsError
+from fioscope_mixin.settings import SettingsError
 
 FLEET_JOBS = ("node", "fioscope")  # the scrape jobs every host has; file_sd groups say which with JOB_LABEL
 JOB_LABEL = "__fioscope_job"

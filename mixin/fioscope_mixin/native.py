@@ -1,20 +1,18 @@
-#!/usr/bin/env python3
 """The fioscope stack without Docker: Prometheus, Alertmanager, node_exporter and the exporter
 as local processes, from the very files compose.yaml mounts (Grafana needs Docker or a server
 of its own; point it at provisioning/grafana).
 
-    python3 stack/native.py                      # foreground; Ctrl-C stops everything
-    python3 stack/native.py --set stack.scrape_interval=5s --data-dir /tmp/fioscope
+    python3 -m fioscope_mixin.native             # foreground; Ctrl-C stops everything (make up-native)
+    python3 -m fioscope_mixin.native --set stack.scrape_interval=5s --data-dir /tmp/fioscope
 
-Without --set it uses the committed files (alerts/*.rules.yaml, provisioning/...); with --set
-it generates them with alerts/generate.py into <data-dir>/config and uses those (the same
+It runs from a checkout. Without --set it uses the committed files (alerts/*.rules.yaml, provisioning/...);
+with --set it generates them with fioscope_mixin.prometheus into <data-dir>/config and uses those (the same
 layout, so nothing is copied by hand). node_exporter's flags are read from compose.yaml.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shutil
 import signal
@@ -24,19 +22,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-import yaml
-
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO / "exporter") not in sys.path:  # this tree's package first
-    sys.path.insert(0, str(REPO / "exporter"))
-from fioscope.settings import SettingsError, load_settings  # noqa: E402
-
-
-def _generator():
-    spec = importlib.util.spec_from_file_location("fioscope_generate", REPO / "alerts" / "generate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from fioscope_mixin import CHECKOUT as REPO
+from fioscope_mixin import prometheus
+from fioscope_mixin.settings import SettingsError, load_settings
+from fioscope_mixin.yamlfile import load_yaml
 
 
 def binary(*names: str) -> str:
@@ -44,12 +33,13 @@ def binary(*names: str) -> str:
         path = shutil.which(name)
         if path:
             return path
-    raise SystemExit(f"native stack: none of {', '.join(names)} is installed (apt-get install prometheus prometheus-node-exporter prometheus-alertmanager)")
+    raise SystemExit(f"native stack: none of {', '.join(names)} is installed "
+                     "(apt-get install prometheus prometheus-node-exporter prometheus-alertmanager)")
 
 
 def node_exporter_flags() -> list[str]:
     """compose.yaml's node-exporter flags, less what only makes sense in a container."""
-    compose = yaml.safe_load((REPO / "compose.yaml").read_text())
+    compose = load_yaml(REPO / "compose.yaml")
     flags = compose["services"]["node-exporter"]["command"]
     # compose escapes $ as $$
     return [f.replace("$$", "$") for f in flags if not f.startswith(("--path.rootfs", "--web.listen-address"))]
@@ -60,7 +50,6 @@ class NativeStack:
                  env: dict[str, str] | None = None, fioscope_command: list[str] | None = None):
         self.data_dir = data_dir.resolve()
         self.overrides = overrides or []
-        gen = _generator()
         try:
             self.settings = load_settings(self.overrides)
         except SettingsError as exc:
@@ -68,7 +57,7 @@ class NativeStack:
         self.root = REPO
         if self.overrides:
             self.root = self.data_dir / "config"
-            for rel, text in gen.render(self.settings).items():
+            for rel, text in prometheus.render(self.settings).items():
                 path = self.root / rel
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text)
@@ -146,7 +135,7 @@ class NativeStack:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python3 -m fioscope_mixin.native", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=REPO / "data", help="TSDB, results, target and logs (default ./data)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override alerts/config.yaml")
     args = parser.parse_args()

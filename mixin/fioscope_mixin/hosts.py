@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """The fleet's test hosts: one small file_sd file per host, picked up by a running Prometheus.
 
-    python3 stack/hosts.py add NAME NODE_ADDR FIOSCOPE_ADDR   # e.g. add db-7 10.0.0.7:9100 10.0.0.7:7963
-    python3 stack/hosts.py remove NAME
-    python3 stack/hosts.py list
+    python3 -m fioscope_mixin.hosts add NAME NODE_ADDR FIOSCOPE_ADDR   # e.g. add db-7 10.0.0.7:9100 10.0.0.7:7963
+    python3 -m fioscope_mixin.hosts remove NAME
+    python3 -m fioscope_mixin.hosts list
 
 Files go to stack.hosts_dir of alerts/config.yaml (provisioning/prometheus/hosts/ by default; --dir to
 override). NAME becomes the ``host`` label of both exporters' series.
@@ -19,10 +18,9 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "exporter"), str(REPO / "alerts")]
-from fioscope.settings import SettingsError, load_settings  # noqa: E402
-from stack_config import JOB_LABEL  # noqa: E402
+from fioscope_mixin import CHECKOUT as REPO
+from fioscope_mixin.settings import SettingsError, load_settings
+from fioscope_mixin.stack import JOB_LABEL
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):\d{1,5}$")
@@ -54,7 +52,7 @@ def add(directory: Path, name: str, node_address: str, fioscope_address: str) ->
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.yml"
     tmp = directory / f".{name}.yml.tmp"  # outside the *.yml glob
-    tmp.write_text(f"# host {name}: written by stack/hosts.py\n" + yaml.safe_dump(groups, sort_keys=False))
+    tmp.write_text(f"# host {name}: written by python3 -m fioscope_mixin.hosts\n" + yaml.safe_dump(groups, sort_keys=False))
     os.replace(tmp, path)
     return path
 
@@ -68,7 +66,7 @@ def remove(directory: Path, name: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python3 -m fioscope_mixin.hosts", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--dir", type=Path, help="the hosts folder (default: stack.hosts_dir of alerts/config.yaml)")
     sub = parser.add_subparsers(dest="command", required=True)
     add_cmd = sub.add_parser("add", help="add or replace a host")

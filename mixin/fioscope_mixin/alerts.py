@@ -3,8 +3,9 @@ Templates take their thresholds, windows and selectors from alerts/config.yaml (
 
 from __future__ import annotations
 
-from mixin import Alert, fmt, params
-from rules_recording import FSYNC_P99, slow
+from fioscope_mixin import names as n
+from fioscope_mixin.recording import FSYNC_P99, slow
+from fioscope_mixin.rule import ON, Alert, fmt, params
 
 
 def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> str:
@@ -17,7 +18,6 @@ def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> s
 # where a disk alert was measured: the host (both scrape jobs' shared identity), else the scrape address
 HOST = "{{ with $labels.host }}{{ . }}{{ else }}{{ $labels.instance }}{{ end }}"
 FSYNC_RUN = 'fio_run_latency_seconds{%(fioSelector)s,ddir="sync",stage="lat",quantile="0.99"}'
-ON = "on (%(clusterLabels)sinstance, job, device)"
 
 
 def ceilings_text(window: str) -> str:
@@ -64,34 +64,34 @@ def alerts(s: dict) -> list[Alert]:
     fsync_ms = f"{t['etcd_fsync_p99_seconds'] * 1000:g} ms"
     commit_ms = f"{t['etcd_backend_commit_p99_seconds'] * 1000:g} ms"
     result = [
-        Alert("FioscopeFsyncTooSlowForEtcd", "critical", FSYNC_RUN + " > %(etcd_fsync_p99_seconds)s", "fsync",
+        Alert(n.ALERT_FSYNC_TOO_SLOW_FOR_ETCD, "critical", FSYNC_RUN + " > %(etcd_fsync_p99_seconds)s", "fsync",
               f"fio fdatasync p99 above etcd's {fsync_ms} line",
               "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: fdatasync p99 {{ $value | humanizeDuration }} in the last run; "
               f"etcd needs below {fsync_ms}. Storage this slow makes etcd miss heartbeats and elections.", "fio"),
-        Alert("FioscopeFsyncNearEtcdLimit", "warning",
+        Alert(n.ALERT_FSYNC_NEAR_ETCD_LIMIT, "warning",
               f"{FSYNC_RUN} > {fmt(t['etcd_fsync_p99_seconds'] * t['etcd_fsync_warning_ratio'])}"
               f" and {FSYNC_RUN} <= %(etcd_fsync_p99_seconds)s",
               "fsync", f"fio fdatasync p99 close to etcd's {fsync_ms} line",
               "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: fdatasync p99 {{ $value | humanizeDuration }} in the last run, "
               f"within {100 - 100 * t['etcd_fsync_warning_ratio']:g} %% of etcd's {fsync_ms} line.", "fio"),
-        Alert("FioscopeFsyncHistogramTooSlowForEtcd", "critical", FSYNC_P99 + " > %(etcd_fsync_p99_seconds)s", "fsync",
+        Alert(n.ALERT_FSYNC_HISTOGRAM_TOO_SLOW_FOR_ETCD, "critical", FSYNC_P99 + " > %(etcd_fsync_p99_seconds)s", "fsync",
               f"fdatasync p99 across fio runs above etcd's {fsync_ms} line",
               "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: fdatasync p99 over the last %(fsyncHistogramWindow)s of runs is "
               "{{ $value | humanizeDuration }}; " + f"etcd needs below {fsync_ms}.", "fio"),
-        Alert("FioscopeEtcdWalFsyncSlow", "critical", ETCD_HIST % "wal_fsync" + " > %(etcd_fsync_p99_seconds)s", "etcd_fsync",
+        Alert(n.ALERT_ETCD_WAL_FSYNC_SLOW, "critical", ETCD_HIST % "wal_fsync" + " > %(etcd_fsync_p99_seconds)s", "etcd_fsync",
               f"etcd WAL fsync p99 above {fsync_ms}",
               "etcd {{ $labels.instance }}: WAL fsync p99 {{ $value | humanizeDuration }} (etcd's guidance: below "
               + fsync_ms + ").", "fio"),
-        Alert("FioscopeEtcdBackendCommitSlow", "warning", ETCD_HIST % "backend_commit" + " > %(etcd_backend_commit_p99_seconds)s",
+        Alert(n.ALERT_ETCD_BACKEND_COMMIT_SLOW, "warning", ETCD_HIST % "backend_commit" + " > %(etcd_backend_commit_p99_seconds)s",
               "etcd_fsync", f"etcd backend commit p99 above {commit_ms}",
               "etcd {{ $labels.instance }}: backend commit p99 {{ $value | humanizeDuration }} (etcd's guidance: below " + commit_ms + ").",
               "fio"),
-        Alert("FioscopeDiskThrottledUnderFioLoad", "critical", throttled("short") + "\nand " + FIO_ON_DEVICE,
+        Alert(n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD, "critical", throttled("short") + "\nand " + FIO_ON_DEVICE,
               "throttled_fio", "Disk throttled while fio loads it", throttle_desc("short"), "disk"),
-        Alert("FioscopeDiskThrottled", "warning",
+        Alert(n.ALERT_DISK_THROTTLED, "warning",
               throttled("long") + f"\nunless {ON} fioscope:disk_step_down_ratio\nunless " + FIO_ON_DEVICE,
               "throttled", "Disk sits at a ceiling (throttled)", throttle_desc("long"), "disk"),
-        Alert("FioscopeDiskThrottledAfterBurst", "warning",
+        Alert(n.ALERT_DISK_THROTTLED_AFTER_BURST, "warning",
               f"fioscope:disk_step_down_ratio\nand {ON} fioscope:disk_ceiling{{window=\"short\"}}\n"
               'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{window="short"}',
               "throttled_after_burst", "Disk throttled after a burst (burst credits exhausted)",
@@ -99,18 +99,18 @@ def alerts(s: dict) -> list[Alert]:
               + disk_value("fioscope:disk_iops", around="max_over_time(%s[%%(stepDownLookback)s])") + " to ~"
               + disk_value("fioscope:disk_iops") + "/s ({{ $value | humanize }}x less) and stay flat: " + ceilings_text("short") + ".",
               "disk"),
-        Alert("FioscopeDiskSaturated", "info", "fioscope:disk_util_ratio >= %(util_saturated_ratio)s", "saturated",
+        Alert(n.ALERT_DISK_SATURATED, "info", "fioscope:disk_util_ratio >= %(util_saturated_ratio)s", "saturated",
               "Disk busy all the time",
               "{{ $labels.device }} on " + HOST + ": util {{ $value | humanizePercentage }}. "
               "Informational: on devices that serve requests in parallel (NVMe, cloud volumes) util says little; see the throttling alert.",
               "disk"),
         # a layer above a capped disk (LVM on md on it) is as slow as the disk: the lowest layer pages
-        Alert("FioscopeDiskLatencyAboveSla", "warning",
+        Alert(n.ALERT_DISK_LATENCY_ABOVE_SLA, "warning",
               f"({sla_expr(t)})\nunless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{{window=\"long\"}}", "latency_sla",
               "Disk latency above its SLA",
               "{{ $labels.device }} on " + HOST + ": await {{ $value | humanizeDuration }}, above the SLA in alerts/config.yaml.",
               "disk"),
-        Alert("FioscopeDiskQueueExploding", "warning",
+        Alert(n.ALERT_DISK_QUEUE_EXPLODING, "warning",
               # a long queue alone is demand: page only with its cost, await far above normal and no more throughput
               f"fioscope:disk_queue_size > %(queue_size_exploding)s\nand {ON} " + slow("fioscope:disk_await_seconds")
               + f"\nand {ON} avg_over_time(fioscope:disk_iops[%(queueWindow)s])"
@@ -122,14 +122,14 @@ def alerts(s: dict) -> list[Alert]:
               + disk_value("fioscope:disk_await_seconds", "humanizeDuration") + " against a normal of "
               + disk_value("fioscope:disk_await_baseline_seconds", "humanizeDuration") + ", and no more IOPS than %(queueWindow)s ago.",
               "disk"),
-        Alert("FioscopeHighIowaitIdleCpu", "warning",
+        Alert(n.ALERT_HIGH_IOWAIT_IDLE_CPU, "warning",
               "fioscope:cpu_iowait_ratio > %(iowait_ratio)s\n"
               "and on (%(clusterLabels)sinstance, job) (fioscope:cpu_user_ratio + fioscope:cpu_system_ratio) < %(iowait_busy_cpu_ratio)s",
               "iowait", "CPUs waiting on storage",
               HOST + ": iowait {{ $value | humanizePercentage }} while user+system stay low: "
               "the workload is bound by storage.",
               "disk"),
-        Alert("FioscopeWriteThroughputCliff", "warning",
+        Alert(n.ALERT_WRITE_THROUGHPUT_CLIFF, "warning",
               'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}\n'
               "  < %(write_cliff_ratio)s * max_over_time("
               'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}[%(writeCliffWindow)s])\n'
@@ -138,38 +138,38 @@ def alerts(s: dict) -> list[Alert]:
               "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: write bandwidth dropped to {{ $value | humanize1024 }}B/s, below "
               f"{100 * t['write_cliff_ratio']:g} %% of its peak in the last %(writeCliffWindow)s: "
               "a write cache is probably exhausted.", "fio"),
-        Alert("FioscopeFioAtPromisedIops", "info",
+        Alert(n.ALERT_FIO_AT_PROMISED_IOPS, "info",
               'sum by (%(fioResult)s) (fio_iops{%(fioSelector)s,ddir=~"read|write|trim"})\n'
               "  >= on (%(fioResult)s) %(at_limit_ratio)s * fio_promised_iops{%(fioSelector)s}",
               "at_limit", "fio job at the disk's provisioned IOPS",
               "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }} delivers {{ $value | humanize }} IOPS, "
               "at the ceiling its target's declared limits promise.", "fio"),
-        Alert("FioscopeFioRunFailed", "warning", "increase(fio_run_failures_total{%(fioSelector)s}[1h]) > 0", "run_failed",
+        Alert(n.ALERT_FIO_RUN_FAILED, "warning", "increase(fio_run_failures_total{%(fioSelector)s}[1h]) > 0", "run_failed",
               "fio run failed",
               "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: {{ $value | humanize }} failed run(s) in the last hour; see the exporter's log.",
               "fio"),
-        Alert("FioscopeFioResultsStale", "warning",
+        Alert(n.ALERT_FIO_RESULTS_STALE, "warning",
               "time() - fio_run_end_timestamp_seconds{%(fioSelector)s} > %(resultsStaleSeconds)s\n"
               "unless on (%(fioResult)s) fio_run_running{%(fioSelector)s} == 1",
               "stale", "fio results are stale",
               "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: the last result is {{ $value | humanizeDuration }} old.", "fio"),
-        Alert("FioscopeExporterDown", "critical", "up{%(fioSelector)s} == 0 or absent(up{%(fioSelector)s})", "target_down",
+        Alert(n.ALERT_EXPORTER_DOWN, "critical", "up{%(fioSelector)s} == 0 or absent(up{%(fioSelector)s})", "target_down",
               "fioscope exporter down", "fioscope exporter {{ $labels.instance }} cannot be scraped.", "fio"),
-        Alert("FioscopeResultScanStalled", "critical",
+        Alert(n.ALERT_RESULT_SCAN_STALLED, "critical",
               "time() - fioscope_last_scan_timestamp_seconds{%(fioSelector)s}\n"
               "  > on (%(clusterLabels)shost, instance, job) clamp_min(3 * fioscope_scan_interval_seconds{%(fioSelector)s}, 60)",
               "scan_stalled", "fioscope stopped scanning its results",
               "fioscope {{ $labels.instance }}: the last scan of the results directory was {{ $value | humanizeDuration }} ago: "
               "new results are not published and the figures are going stale.", "fio"),
-        Alert("FioscopeSchedulerStopped", "critical", "fioscope_scheduler_running{%(fioSelector)s} == 0", "scheduler_stopped",
+        Alert(n.ALERT_SCHEDULER_STOPPED, "critical", "fioscope_scheduler_running{%(fioSelector)s} == 0", "scheduler_stopped",
               "fioscope's fio schedule stopped",
               "fioscope {{ $labels.instance }}: the schedule thread is not running: no fio job will run.",
               "fio"),
-        Alert("FioscopeNodeExporterDown", "critical", "up{%(nodeSelector)s} == 0 or absent(up{%(nodeSelector)s})", "target_down",
+        Alert(n.ALERT_NODE_EXPORTER_DOWN, "critical", "up{%(nodeSelector)s} == 0 or absent(up{%(nodeSelector)s})", "target_down",
               "node_exporter down", "node_exporter {{ $labels.instance }} cannot be scraped: no kernel view of the disks.", "disk"),
     ]
     if t["disk_limits"]:
-        result.append(Alert("FioscopeDiskAtProvisionedLimit", "info", "fioscope:disk_declared_limit_ratio >= %(at_limit_ratio)s",
+        result.append(Alert(n.ALERT_DISK_AT_PROVISIONED_LIMIT, "info", "fioscope:disk_declared_limit_ratio >= %(at_limit_ratio)s",
                             "at_limit", "Disk at its provisioned limit",
                             "{{ $labels.device }} on " + HOST + ": at {{ $value | humanizePercentage }} "
                             "of the declared {{ $labels.limit }} (alerts/config.yaml).", "disk"))

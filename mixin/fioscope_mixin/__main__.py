@@ -1,0 +1,56 @@
+"""python3 -m fioscope_mixin: write or check every generated file of the repository.
+
+    python3 -m fioscope_mixin generate            # rules, alerts, stack config, dashboards, Kubernetes objects
+    python3 -m fioscope_mixin check               # exit 1 (and show the diff) if a committed file differs
+    python3 -m fioscope_mixin generate --out DIR --set durations.throttled_fio=10s --set stack.scrape_interval=1s
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fioscope_mixin import CHECKOUT, prometheus
+from fioscope_mixin.output import write_or_check
+from fioscope_mixin.settings import SettingsError, load_settings
+
+PARTS = ("prometheus", "dashboards", "kubernetes")
+
+
+def render(settings: dict, parts: tuple[str, ...] = PARTS) -> dict[str, str]:
+    """{path relative to the repository: text} of the generated files of ``parts``."""
+    files = {}
+    if "prometheus" in parts:
+        files.update(prometheus.render(settings))
+    # the dashboards need grafana-foundation-sdk (the generate extra): imported only when asked for
+    if "dashboards" in parts:
+        from fioscope_mixin import dashboards
+        files.update(dashboards.render(settings))
+    if "kubernetes" in parts:
+        from fioscope_mixin import kubernetes
+        files.update(kubernetes.render(settings))
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m fioscope_mixin", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("command", choices=("generate", "check"), help="check = generate --check")
+    parser.add_argument("--check", action="store_true", help="compare with the files on disk; exit 1 on a difference")
+    parser.add_argument("--out", type=Path, help="root to write under, in the repository's layout (default: this checkout)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a setting of alerts/config.yaml")
+    parser.add_argument("--only", action="append", choices=PARTS, help="generate only these parts (repeatable; default: all)")
+    args = parser.parse_args(argv)
+    root = args.out or CHECKOUT
+    if args.out is None and not (CHECKOUT / "alerts").is_dir():
+        parser.error(f"{CHECKOUT} is not a fioscope checkout: give --out DIR")
+    try:
+        files = render(load_settings(args.set), tuple(args.only or PARTS))
+    except SettingsError as exc:
+        print(f"fioscope_mixin: {exc}", file=sys.stderr)
+        return 2
+    return write_or_check({root / rel: text for rel, text in files.items()}, args.check or args.command == "check")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

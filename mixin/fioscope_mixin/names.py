@@ -1,0 +1,99 @@
+"""Every recorded-rule name, alert name and dashboard uid: the one place they are spelled.
+
+The rule modules define their rules under these names; the dashboards, the reports' offline
+diagnosis and the rule-test scenarios import them. tests/test_rules.py checks that the generated
+rule files hold exactly these names, so a rule added or renamed without this module fails there.
+"""
+
+from __future__ import annotations
+
+# ---- recorded series: iostat -x columns per device (docs/metrics.md)
+DISK_READ_IOPS = "fioscope:disk_read_iops"
+DISK_WRITE_IOPS = "fioscope:disk_write_iops"
+DISK_DISCARD_IOPS = "fioscope:disk_discard_iops"
+DISK_FLUSH_IOPS = "fioscope:disk_flush_iops"
+DISK_READ_BYTES_PER_SECOND = "fioscope:disk_read_bytes_per_second"
+DISK_WRITE_BYTES_PER_SECOND = "fioscope:disk_write_bytes_per_second"
+DISK_DISCARD_BYTES_PER_SECOND = "fioscope:disk_discard_bytes_per_second"
+DISK_READ_MERGES_PER_SECOND = "fioscope:disk_read_merges_per_second"
+DISK_WRITE_MERGES_PER_SECOND = "fioscope:disk_write_merges_per_second"
+DISK_READ_MERGES_RATIO = "fioscope:disk_read_merges_ratio"
+DISK_WRITE_MERGES_RATIO = "fioscope:disk_write_merges_ratio"
+DISK_READ_TIME_SECONDS_RATE = "fioscope:disk_read_time_seconds:rate"
+DISK_WRITE_TIME_SECONDS_RATE = "fioscope:disk_write_time_seconds:rate"
+DISK_DISCARD_TIME_SECONDS_RATE = "fioscope:disk_discard_time_seconds:rate"
+DISK_READ_AWAIT_SECONDS = "fioscope:disk_read_await_seconds"
+DISK_WRITE_AWAIT_SECONDS = "fioscope:disk_write_await_seconds"
+DISK_DISCARD_AWAIT_SECONDS = "fioscope:disk_discard_await_seconds"
+DISK_FLUSH_AWAIT_SECONDS = "fioscope:disk_flush_await_seconds"
+DISK_READ_REQUEST_SIZE_BYTES = "fioscope:disk_read_request_size_bytes"
+DISK_WRITE_REQUEST_SIZE_BYTES = "fioscope:disk_write_request_size_bytes"
+DISK_QUEUE_SIZE = "fioscope:disk_queue_size"
+DISK_UTIL_RATIO = "fioscope:disk_util_ratio"
+CPU_MODE_SECONDS_RATE = "fioscope:cpu_mode_seconds:rate"
+CPU_USER_RATIO = "fioscope:cpu_user_ratio"
+CPU_NICE_RATIO = "fioscope:cpu_nice_ratio"
+CPU_SYSTEM_RATIO = "fioscope:cpu_system_ratio"
+CPU_IOWAIT_RATIO = "fioscope:cpu_iowait_ratio"
+CPU_STEAL_RATIO = "fioscope:cpu_steal_ratio"
+CPU_IDLE_RATIO = "fioscope:cpu_idle_ratio"
+
+# ---- recorded series the alerts build on
+DISK_IOPS = "fioscope:disk_iops"
+DISK_BYTES_PER_SECOND = "fioscope:disk_bytes_per_second"
+DISK_AWAIT_SECONDS = "fioscope:disk_await_seconds"
+DISK_READ_IOPS_IRATE = "fioscope:disk_read_iops:irate"
+DISK_WRITE_IOPS_IRATE = "fioscope:disk_write_iops:irate"
+DISK_IOPS_IRATE = "fioscope:disk_iops:irate"
+DISK_READ_BYTES_PER_SECOND_IRATE = "fioscope:disk_read_bytes_per_second:irate"
+DISK_WRITE_BYTES_PER_SECOND_IRATE = "fioscope:disk_write_bytes_per_second:irate"
+DISK_BYTES_PER_SECOND_IRATE = "fioscope:disk_bytes_per_second:irate"
+DISK_UTIL_RATIO_IRATE = "fioscope:disk_util_ratio:irate"
+DISK_AWAIT_UNSATURATED_SECONDS = "fioscope:disk_await_unsaturated_seconds"
+DISK_AWAIT_BASELINE_SECONDS = "fioscope:disk_await_baseline_seconds"
+DISK_FIO_LOAD = "fioscope:disk_fio_load"
+DISK_SLOW_SATURATED_AWAIT_SECONDS = "fioscope:disk_slow_saturated_await_seconds"
+DISK_CEILING = "fioscope:disk_ceiling"
+DISK_CEILING_BELOW = "fioscope:disk_ceiling_below"
+DISK_STEP_DOWN_RATIO = "fioscope:disk_step_down_ratio"
+DISK_DECLARED_LIMIT_RATIO = "fioscope:disk_declared_limit_ratio"  # only with thresholds.disk_limits
+FIO_FSYNC_LATENCY_SECONDS_P99 = "fioscope:fio_fsync_latency_seconds:p99"
+
+# ---- alerts (docs/runbook.md has a section per alert)
+ALERT_FSYNC_TOO_SLOW_FOR_ETCD = "FioscopeFsyncTooSlowForEtcd"
+ALERT_FSYNC_NEAR_ETCD_LIMIT = "FioscopeFsyncNearEtcdLimit"
+ALERT_FSYNC_HISTOGRAM_TOO_SLOW_FOR_ETCD = "FioscopeFsyncHistogramTooSlowForEtcd"
+ALERT_ETCD_WAL_FSYNC_SLOW = "FioscopeEtcdWalFsyncSlow"
+ALERT_ETCD_BACKEND_COMMIT_SLOW = "FioscopeEtcdBackendCommitSlow"
+ALERT_DISK_THROTTLED_UNDER_FIO_LOAD = "FioscopeDiskThrottledUnderFioLoad"
+ALERT_DISK_THROTTLED = "FioscopeDiskThrottled"
+ALERT_DISK_THROTTLED_AFTER_BURST = "FioscopeDiskThrottledAfterBurst"
+ALERT_DISK_SATURATED = "FioscopeDiskSaturated"
+ALERT_DISK_LATENCY_ABOVE_SLA = "FioscopeDiskLatencyAboveSla"
+ALERT_DISK_QUEUE_EXPLODING = "FioscopeDiskQueueExploding"
+ALERT_DISK_AT_PROVISIONED_LIMIT = "FioscopeDiskAtProvisionedLimit"  # only with thresholds.disk_limits
+ALERT_HIGH_IOWAIT_IDLE_CPU = "FioscopeHighIowaitIdleCpu"
+ALERT_WRITE_THROUGHPUT_CLIFF = "FioscopeWriteThroughputCliff"
+ALERT_FIO_AT_PROMISED_IOPS = "FioscopeFioAtPromisedIops"
+ALERT_FIO_RUN_FAILED = "FioscopeFioRunFailed"
+ALERT_FIO_RESULTS_STALE = "FioscopeFioResultsStale"
+ALERT_EXPORTER_DOWN = "FioscopeExporterDown"
+ALERT_RESULT_SCAN_STALLED = "FioscopeResultScanStalled"
+ALERT_SCHEDULER_STOPPED = "FioscopeSchedulerStopped"
+ALERT_NODE_EXPORTER_DOWN = "FioscopeNodeExporterDown"
+
+# the alerts that say "this disk is throttled" (the dashboards' verdict, the offline diagnosis)
+THROTTLING_ALERTS = (ALERT_DISK_THROTTLED_UNDER_FIO_LOAD, ALERT_DISK_THROTTLED, ALERT_DISK_THROTTLED_AFTER_BURST)
+FSYNC_ALERTS = (ALERT_FSYNC_TOO_SLOW_FOR_ETCD, ALERT_FSYNC_HISTOGRAM_TOO_SLOW_FOR_ETCD, ALERT_ETCD_WAL_FSYNC_SLOW)
+SLA_ALERTS = (ALERT_DISK_LATENCY_ABOVE_SLA,)
+IOWAIT_ALERTS = (ALERT_HIGH_IOWAIT_IDLE_CPU,)
+
+# ---- dashboards: uid by the key an alert's `dashboard` names
+DASHBOARD_DISK = "fioscope-disk"
+DASHBOARD_FIO = "fioscope-fio"
+DASHBOARD_CURVE = "fioscope-curve"
+DASHBOARD_UIDS = {"disk": DASHBOARD_DISK, "fio": DASHBOARD_FIO, "curve": DASHBOARD_CURVE}
+
+# every name above, for the check against the generated files (derived, so never a second list to keep)
+RECORDS = tuple(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str) and v.startswith("fioscope:"))
+ALERTS = tuple(v for k, v in dict(globals()).items() if k.startswith("ALERT_") and isinstance(v, str))
