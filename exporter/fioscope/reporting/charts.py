@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.dates as mdates
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter, PercentFormatter
+from matplotlib.ticker import EngFormatter, Formatter, PercentFormatter
 
 from .results import Point
 
@@ -56,16 +56,21 @@ def _utc(ts: Sequence[float]) -> list[float]:
     return [float(mdates.date2num(dt.datetime.fromtimestamp(t, dt.UTC))) for t in ts]
 
 
-def time_chart(name: str, title: str, lines: list[Line], unit: str, windows: list[Window], percent: bool = False) -> Chart:
+def time_chart(name: str, title: str, lines: list[Line], unit: str, windows: list[Window], percent: bool = False,
+               formatter: Formatter | None = None, ylabel: str = "") -> Chart:
+    """Lines over UTC time, each window shaded and labelled; ``formatter`` overrides the engineering-unit axis."""
     fig, ax = _figure()
     for line in lines:
         if line.times:
             ax.plot(_utc(line.times), line.values, label=line.label, linewidth=1.2)
     for i, w in enumerate(windows):
-        ax.axvspan(*_utc([w.start, w.end]), color="tab:orange", alpha=0.15, linewidth=0)
+        # an edge too: a 2 s run on an hour's axis is narrower than a pixel, and must still show
+        ax.axvspan(*_utc([w.start, w.end]), facecolor="tab:orange", alpha=0.2, edgecolor="tab:orange", linewidth=0.8)
         ax.annotate(w.label, xy=(_utc([w.start])[0], 1.0), xycoords=("data", "axes fraction"), xytext=(2, -10 - 10 * (i % 3)),
                     textcoords="offset points", fontsize=7, color="tab:brown")
-    ax.yaxis.set_major_formatter(PercentFormatter(1.0) if percent else EngFormatter(unit=unit))
+    ax.yaxis.set_major_formatter(formatter or (PercentFormatter(1.0) if percent else EngFormatter(unit=unit)))
+    if ylabel:
+        ax.set_ylabel(ylabel)
     locator = mdates.AutoDateLocator(tz=dt.UTC)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=dt.UTC))

@@ -1,0 +1,55 @@
+"""etcd's tiered verdict on fdatasync p99: one rule for ``fioscope run``, every report and the alerts.
+
+etcd's hardware guidance: WAL fdatasync p99 below 10 ms. The rules warn from 80 % of that line
+(8 ms, ``FioscopeFsyncNearEtcdLimit``) and fail above it (``FioscopeFsyncTooSlowForEtcd``); both
+figures come from alerts/config.yaml (``thresholds.etcd_fsync_p99_seconds``,
+``etcd_fsync_warning_ratio``). A threshold the user gives (``--fsync.threshold``) replaces the
+line and is named as theirs, never as etcd's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ETCD_LINE_SECONDS = 0.010
+WARNING_RATIO = 0.8
+
+
+@dataclass(frozen=True)
+class FsyncVerdict:
+    level: str  # pass, warning, fail, no data
+    ok: bool | None  # warning is not a failure; None: no data
+    text: str
+
+
+def etcd_lines() -> tuple[float, float]:
+    """(fail line, warning line) in seconds from alerts/config.yaml, etcd's 10 ms / 8 ms if it cannot be read."""
+    from .settings import SettingsError, load_settings
+
+    try:
+        thresholds = load_settings()["thresholds"]
+        line = float(thresholds["etcd_fsync_p99_seconds"])
+        return line, line * float(thresholds.get("etcd_fsync_warning_ratio", WARNING_RATIO))
+    except (SettingsError, KeyError, TypeError, ValueError):
+        return ETCD_LINE_SECONDS, ETCD_LINE_SECONDS * WARNING_RATIO
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
+
+
+def fsync_verdict(p99: float | None, user_threshold: float | None = None) -> FsyncVerdict:
+    """fdatasync p99 against etcd's tiers, or against the user's own threshold where one is given."""
+    if p99 is None:
+        return FsyncVerdict("no data", None, "fdatasync p99: no data")
+    if user_threshold is not None:
+        ok = p99 <= user_threshold
+        return FsyncVerdict("pass" if ok else "fail", ok,
+                            f"fdatasync p99 {_ms(p99)} against your threshold {_ms(user_threshold)} (--fsync.threshold): "
+                            + ("pass" if ok else "FAIL"))
+    line, warning = etcd_lines()
+    if p99 > line:
+        return FsyncVerdict("fail", False, f"fdatasync p99 {_ms(p99)}: FAIL for etcd (above {_ms(line)})")
+    if p99 >= warning:
+        return FsyncVerdict("warning", True, f"fdatasync p99 {_ms(p99)}: WARNING for etcd (from {_ms(warning)}; fails above {_ms(line)})")
+    return FsyncVerdict("pass", True, f"fdatasync p99 {_ms(p99)}: pass for etcd (warning from {_ms(warning)}, fail above {_ms(line)})")
