@@ -44,12 +44,12 @@ def fsync_verdict(p99: float | None, user_threshold: float | None = None) -> Fsy
         return FsyncVerdict("no data", None, "fdatasync p99: no data")
     if user_threshold is not None:
         ok = p99 <= user_threshold
-        return FsyncVerdict("pass" if ok else "fail", ok,
-                            f"fdatasync p99 {_ms(p99)} against your threshold {_ms(user_threshold)} (--fsync.threshold): "
-                            + ("pass" if ok else "FAIL"))
+        mine = f"your threshold {_ms(user_threshold)}, --fsync.threshold"
+        return FsyncVerdict("pass" if ok else "fail", ok, f"fdatasync p99 {_ms(p99)} ({mine}): {'pass' if ok else 'FAIL'}")
     line, warning = etcd_lines()
+    tiers = f"etcd: warning from {_ms(warning)}, fail above {_ms(line)}"
     if p99 > line:
-        return FsyncVerdict("fail", False, f"fdatasync p99 {_ms(p99)}: FAIL for etcd (above {_ms(line)})")
+        return FsyncVerdict("fail", False, f"fdatasync p99 {_ms(p99)} ({tiers}): FAIL")
     if p99 >= warning:
-        return FsyncVerdict("warning", True, f"fdatasync p99 {_ms(p99)}: WARNING for etcd (from {_ms(warning)}; fails above {_ms(line)})")
-    return FsyncVerdict("pass", True, f"fdatasync p99 {_ms(p99)}: pass for etcd (warning from {_ms(warning)}, fail above {_ms(line)})")
+        return FsyncVerdict("warning", True, f"fdatasync p99 {_ms(p99)} ({tiers}): WARNING")
+    return FsyncVerdict("pass", True, f"fdatasync p99 {_ms(p99)} ({tiers}): pass")

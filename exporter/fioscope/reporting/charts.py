@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.dates as mdates
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter, Formatter, PercentFormatter
+from matplotlib.ticker import EngFormatter, Formatter, FuncFormatter, PercentFormatter
 
 from .results import Point
 
@@ -117,7 +117,8 @@ def response_chart(name: str, title: str, series: list[tuple[str, Sequence[Point
     if latency_target:
         ax.axhline(latency_target, color="tab:red", linestyle="--", linewidth=1, label="latency target")
     ax.set_yscale("log")
-    ax.xaxis.set_major_formatter(EngFormatter(unit="B/s" if bandwidth else "IOPS"))
+    # bytes binary as `fioscope run` prints them (MiB/s); IOPS plain
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v / 2**20:g} MiB/s") if bandwidth else EngFormatter(unit="IOPS"))
     ax.yaxis.set_major_formatter(EngFormatter(unit="s"))
     ax.set_xlabel("bandwidth" if bandwidth else "IOPS")
     ax.set_ylabel("completion latency")

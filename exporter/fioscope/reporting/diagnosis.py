@@ -14,12 +14,11 @@ import logging
 import math
 import re
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from matplotlib.ticker import PercentFormatter
-
 from fioscope_mixin.units import format_duration
+from matplotlib.ticker import PercentFormatter
 
 from ..etcd import fsync_verdict
 from . import ReportError, humanize
@@ -130,7 +129,7 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
     if not names:
         report.summary.append("Device names: fioscope_disk_info not found, kernel names only.")
     idle: list[str] = []
-    devices_json = []
+    devices_json: list[dict] = []
     for timeline, shown in sorted(zip(timelines, drawn), key=lambda p: (p[0].host, p[0].device)):
         key = (timeline.host, timeline.device)
         device = timeline.device
@@ -142,8 +141,10 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         if is_idle_device(timeline, runs, bool(mine)):
             util = max((v for _, v in timeline.values("util")), default=0.0)
             iops = max((v for _, v in timeline.iops()), default=0.0)
-            idle.append(f"{label} (peak {humanize.count(iops)} IO/s, util {util:.0f} %)" if timeline.series.get("util") else f"{label} (no data)")
-            devices_json.append({"device": device, "host": timeline.host, "verdict": f"{device}: idle", "ok": True if timeline.values("util") else None,
+            has_data = bool(timeline.values("util"))
+            idle.append(f"{label} (peak {humanize.count(iops)} IO/s, util {util:.0f} %)" if has_data else f"{label} (no data)")
+            devices_json.append({"device": device, "host": timeline.host, "verdict": f"{device}: {'idle' if has_data else 'no data'}",
+                                 "ok": True if has_data else None,
                                  "idle": True, "charted": False, "series": {c: [] for c in COLUMNS}})
             continue
         device_phases = phases(timeline, runs, start, end)
@@ -156,7 +157,8 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
             ceiling = statistics.median([v for t, v in timeline.iops() if any(a <= t <= b for a, b in spans_)] or [0.0])
             extra.append(Verdict("throttled", False, f"{label}: THROTTLED — IOPS flat at a ceiling of {humanize.count(ceiling)}/s "
                                  f"({', '.join(f'{fmt_time(a)}–{fmt_time(b)[11:]}' for a, b in windows[:4])} UTC; {alerts}); "
-                                 f"declared limit: {limits.get(device) or 'none declared'}", {"device": device, "ceiling-iops": f"{ceiling:.1f}"}))
+                                 f"declared limit: {limits.get(device) or 'none declared'}",
+                                 {"device": device, "ceiling-iops": f"{ceiling:.1f}"}))
         else:
             extra.append(Verdict("throttled", True, f"{label}: not throttled (no throttling signature in the window)"
                                  + (f"; declared limit: {limits[device]}" if limits.get(device) else ""), {"device": device}))
@@ -222,9 +224,11 @@ def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firin
     if sla and worst / 1000 > sla:  # above the line, but not for as long as the rule's for: asks
         above_s = sum(1 for x in samples if x / 1000 > sla) * (timeline.interval or 0)
         return Verdict("sla", None, f"{label}: latency SLA not failed by the rule: await above {sla_text} for about "
-                       f"{format_duration(above_s)}, shorter than the rule asks before it fires; await p99 {humanize.latency(worst / 1000)}",
+                       f"{format_duration(above_s)}, shorter than the rule asks before it fires; "
+                       f"await p99 {humanize.latency(worst / 1000)}",
                        {"device": device})
-    return Verdict("sla", True, f"{label}: latency SLA met: no sustained await above {sla_text}; await p99 {humanize.latency(worst / 1000)} "
+    return Verdict("sla", True, f"{label}: latency SLA met: no sustained await above {sla_text}; "
+                   f"await p99 {humanize.latency(worst / 1000)} "
                    "over the samples with I/O", {"device": device})
 
 

@@ -15,7 +15,7 @@ def count(value: float, unit: str = "") -> str:
     """1,234 / 12.3 / 0.4 (+ unit): thousands separated, no SI prefix below one."""
     if not math.isfinite(value):
         return f"{value} {unit}".strip()
-    text = "0" if value == 0 else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 1 or value == 0 else f"{value:.2f}"
+    text = "0" if value == 0 else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 1 else f"{value:.2f}"
     return f"{text} {unit}".strip()
 
 

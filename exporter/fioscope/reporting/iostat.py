@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from fioscope_mixin.units import UnitError, parse_duration
 
 from ..parser import split_documents
 from ..resultfile import RESULT_KEY, Annotation, ResultFileError
@@ -243,8 +244,7 @@ def load_fio_runs(directory: str | None) -> list[FioRun]:
             log.warning("%s: skipped: %s", path, exc)
             continue
         jobs: list[dict] = [j for j in doc.get("jobs", []) if isinstance(j, dict)]
-        # wall-clock seconds the job lasted, ramp included (job_runtime adds up the numjobs clones)
-        total = max((float(j.get("elapsed", 0) or 0) or float(j.get("job_runtime", 0)) / 1000 for j in jobs), default=0.0)
+        total = max((_io_seconds(j, doc) for j in jobs), default=0.0)
         for j in jobs:
             p99 = (j.get("sync", {}).get("lat_ns", {}).get("percentile", {}) or {}).get("99.000000")
             clat = {d: float(j[d]["clat_ns"]["percentile"]["99.000000"]) / 1e9 for d in ("read", "write", "trim")
@@ -256,6 +256,21 @@ def load_fio_runs(directory: str | None) -> list[FioRun]:
                                float(p99) / 1e9 if p99 else None, note.limits.as_dict() if note.limits else {},
                                clat, note.sla_latency_seconds, iops, str(options.get("rate_iops", "")), note.profile or path.stem))
     return runs
+
+
+def _io_seconds(job: dict, doc: dict) -> float:
+    """How long the job did I/O, ramp included: fio's job_runtime (ms) where it is one job's (it adds up numjobs clones
+    under group_reporting), else the whole seconds of ``elapsed`` (which also counts fio's setup, e.g. file layout)."""
+    elapsed = float(job.get("elapsed", 0) or 0)
+    runtime = float(job.get("job_runtime", 0) or 0) / 1000
+    options = {**(doc.get("global options") or {}), **(job.get("job options") or {})}
+    try:
+        ramp = parse_duration(options.get("ramp_time", 0) or 0)
+    except UnitError:
+        ramp = 0.0
+    if runtime and (not elapsed or runtime + ramp <= elapsed + 1):
+        return runtime + ramp
+    return elapsed or runtime
 
 
 def fio_series(runs: list[FioRun], host: str, start: float, end: float) -> dict[str, dict[str, list[tuple[float, float]]]]:

@@ -35,5 +35,6 @@ def report_json(report: Any) -> str:
     doc = {"kind": report.kind, "title": report.title, "runs": [], "devices": [], **report.json,
            "summary": list(report.summary),
            "verdicts": [{"kind": v.kind, "ok": v.ok, "text": v.text, "data": v.data} for v in report.verdicts]
-           + [{"kind": v.kind, "ok": v.ok, "text": v.text, "data": v.data, "section": s.title} for s in report.sections for v in s.verdicts]}
+           + [{"kind": v.kind, "ok": v.ok, "text": v.text, "data": v.data, "section": s.title}
+              for s in report.sections for v in s.verdicts]}
     return json.dumps(_finite(doc), indent=1, allow_nan=False) + "\n"
