@@ -4,8 +4,8 @@ The support engineer's method compares idle with load: a device's timeline is cu
 windows of the fio runs that loaded it (each run exactly as it ran, from its start and end),
 the gaps between them are idle phases, and each phase gets the method's figures side by side:
 IOPS, MiB/s, await, util, aqu-sz. A sample stamped ``t`` covers ``(t - interval, t]``: it counts
-for a load phase where the middle of its interval lies inside the run, and for an idle phase
-only where its interval touches no run at all.
+for a load phase where at least half its interval lies inside the run (or half of a run shorter
+than one interval lies inside it), and for an idle phase only where its interval touches no run.
 """
 
 from __future__ import annotations
@@ -93,7 +93,9 @@ def phases(timeline: Timeline, runs: list[RunWindow], start: float, end: float) 
 
     for i, phase in enumerate(out):
         if phase.kind == "load":
-            phase.stats = phase_stats(timeline, lambda t, p=phase: p.start <= t - interval / 2 <= p.end)
+            # at least half the sample's interval inside the run, or half the run inside the sample (a 2 s run, 5 s samples)
+            phase.stats = phase_stats(timeline, lambda t, p=phase: min(t, p.end) - max(t - interval, p.start)
+                                      >= min(interval, p.end - p.start) / 2)
         else:
             phase.stats = phase_stats(timeline, lambda t, p=phase: p.start < t <= p.end + interval and not touches_run(t))
             phase.label = f"idle {sum(1 for q in out[:i + 1] if q.kind == 'idle')}"
