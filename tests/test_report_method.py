@@ -189,7 +189,8 @@ def test_kernel_counters_become_iostat_columns_and_round_trip_through_iostat_jso
     assert cols["rkB/s"] == pytest.approx(5600 * 512 / 1024 / 2) and cols["r_await"] == pytest.approx(3.0)
     assert cols["w_await"] == pytest.approx(10.0) and cols["util"] == pytest.approx(99.5) and cols["aqu-sz"] == pytest.approx(3.0)
     # system holds irq and softirq, as iostat counts it: 20 + 5 + 5 of 210 ticks
-    assert sample.cpu["iowait"] == pytest.approx(100 * 20 / 210, abs=0.01) and sample.cpu["system"] == pytest.approx(100 * 30 / 210, abs=0.01)
+    assert sample.cpu["iowait"] == pytest.approx(100 * 20 / 210, abs=0.01)
+    assert sample.cpu["system"] == pytest.approx(100 * 30 / 210, abs=0.01)
 
 
 # ---- etcd: the fdatasync verdict wherever an etcd-wal result appears ---------------------------------
