@@ -274,7 +274,7 @@ def add_capture_parser(sub) -> None:
     capture.add_argument("--output", required=True, help="bundle directory (new or empty)")
     capture.add_argument("--plan", help="phase plan YAML: phases: [{idle: 30s}, {job: PROFILE, duration: 60s, env: {K: V}}, ...]")
     capture.add_argument("--idle", help="default plan: length of each idle phase (default 30s)")
-    capture.add_argument("--load", help="default plan: length of each load phase (default 60s)")
+    capture.add_argument("--load", help="default plan: length of each load phase (default 2m30s: the throttling rules need ~2 min of load)")
     capture.add_argument("--interval", help="seconds between samples (default 2s)")
     capture.add_argument("--device", action="append", help="record only this device (repeatable; default every disk)")
     capture.add_argument("--env", action="append", metavar="KEY=VALUE", help="job variable for every load phase, e.g. SIZE=256m")

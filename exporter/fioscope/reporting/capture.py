@@ -40,7 +40,7 @@ log = logging.getLogger("fioscope.capture")
 
 SECTOR = 512
 DEFAULT_IDLE = 30.0
-DEFAULT_LOAD = 60.0
+DEFAULT_LOAD = 150.0  # the throttling rules flag a capped disk within 2 min of load start (fio_window + rate window + for)
 DEFAULT_TAIL = 15.0
 DEFAULT_INTERVAL = 2.0  # iostat's customary resolution; 1 s samples of a throttled disk show its token bursts
 SLA_ENV = {"READ_IOPS": "700", "WRITE_IOPS": "300"}  # cloud-sla-70-30's own defaults: the SLA load

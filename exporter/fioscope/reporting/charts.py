@@ -57,7 +57,7 @@ def _utc(ts: Sequence[float]) -> list[float]:
 
 
 def time_chart(name: str, title: str, lines: list[Line], unit: str, windows: list[Window], percent: bool = False,
-               formatter: Formatter | None = None, ylabel: str = "") -> Chart:
+               formatter: Formatter | None = None, ylabel: str = "", span: tuple[float, float] | None = None) -> Chart:
     """Lines over UTC time, each window shaded and labelled; ``formatter`` overrides the engineering-unit axis."""
     fig, ax = _figure()
     for line in lines:
@@ -77,6 +77,8 @@ def time_chart(name: str, title: str, lines: list[Line], unit: str, windows: lis
     ax.set_xlabel("time (UTC)")
     ax.set_title(title, fontsize=10, loc="left")
     ax.set_ylim(bottom=0)
+    if span:  # every chart of a report on one time axis, so a run's shading lines up from chart to chart
+        ax.set_xlim(*_utc(span))
     ax.grid(alpha=0.3)
     if any(line.times for line in lines):
         ax.legend(fontsize=7, loc="upper right", ncols=min(5, len(lines)))

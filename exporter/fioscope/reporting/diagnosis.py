@@ -122,7 +122,7 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
     report = Report("diagnosis", "Disk diagnosis" + (f" — {source}" if source else ""))
     drawn = [limit(t) for t in timelines]
     interval = statistics.median([t.interval for t in timelines if t.interval] or [0.0])
-    report.summary.append(f"Window {fmt_time(start)} – {fmt_time(end)} UTC ({format_duration(end - start)}); "
+    report.summary.append(f"Window {fmt_time(start)} – {fmt_time(end)} UTC ({format_duration(round(end - start))}); "
                           f"{resolution or 'every sample'} at its own interval ({interval:g} s); {len(timelines)} device(s)."
                           + (f" Long series are downsampled to at most {MAX_POINTS} points, keeping each bucket's minimum"
                              " and maximum (peaks survive)." if any(t.downsampled for t in drawn) else ""))
@@ -164,7 +164,7 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
                                  + (f"; declared limit: {limits[device]}" if limits.get(device) else ""), {"device": device}))
         extra.append(await_verdict(label, device, timeline, [f for f in mine if f.alertname in SLA_ALERTS]))
         report.verdicts += extra
-        section = device_section(label, shown, [r for r in runs if r.loads(device)], device_phases)
+        section = device_section(label, shown, [r for r in runs if r.loads(device)], device_phases, (start, end))
         report.sections.append(section)
         devices_json.append({"device": device, "host": timeline.host, "verdict": text, "ok": ok, "idle": False, "charted": True,
                              "downsampled": shown.downsampled, "interval": timeline.interval,
@@ -195,7 +195,7 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         lines = [Line(mode, [t for t, _ in points], [v for _, v in points]) for mode, points in cpu.series.items() if mode != "nice"]
         report.sections.append(Section(f"avg-cpu ({cpu.host})", charts=[time_chart(
             _slug(f"cpu-{cpu.host}"), f"avg-cpu ({cpu.host})", lines, "", [Window(r.label, r.start, r.end) for r in runs],
-            formatter=PercentFormatter(100))]))
+            formatter=PercentFormatter(100), span=(start, end))]))
     report.json = {"kind": "diagnosis", "window": {"start": start, "end": end},
                    "runs": [{"job": r.job, "start": r.start, "end": r.end, "device": r.device, "host": r.host, "label": r.label,
                              "profile": r.profile, "target": r.target, "iops": r.iops} for r in runs],
@@ -232,7 +232,8 @@ def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firin
                    "over the samples with I/O", {"device": device})
 
 
-def device_section(label: str, timeline: Timeline, runs: list[RunWindow], device_phases: list[Phase]) -> Section:
+def device_section(label: str, timeline: Timeline, runs: list[RunWindow], device_phases: list[Phase],
+                   span: tuple[float, float]) -> Section:
     slug = _slug(f"{timeline.host}-{timeline.device}")
     shaded = [Window(r.label, r.start, r.end) for r in runs]
 
@@ -241,13 +242,13 @@ def device_section(label: str, timeline: Timeline, runs: list[RunWindow], device
 
     charts = [
         time_chart(f"{slug}-iops", f"{timeline.device} IOPS", lines("r/s", "w/s"), "", shaded, formatter=humanize.count_axis("IO/s"),
-                   ylabel="IO/s"),
+                   ylabel="IO/s", span=span),
         time_chart(f"{slug}-throughput", f"{timeline.device} throughput (MiB/s)", lines("rkB/s", "wkB/s", scale=1 / 1024), "", shaded,
-                   formatter=humanize.count_axis("MiB/s"), ylabel="MiB/s"),
-        time_chart(f"{slug}-await", f"{timeline.device} await", lines("r_await", "w_await"), "", shaded, formatter=humanize.latency_axis()),
-        time_chart(f"{slug}-util", f"{timeline.device} %util", lines("util"), "", shaded, formatter=PercentFormatter(100)),
+                   formatter=humanize.count_axis("MiB/s"), ylabel="MiB/s", span=span),
+        time_chart(f"{slug}-await", f"{timeline.device} await", lines("r_await", "w_await"), "", shaded, formatter=humanize.latency_axis(), span=span),
+        time_chart(f"{slug}-util", f"{timeline.device} %util", lines("util"), "", shaded, formatter=PercentFormatter(100), span=span),
         time_chart(f"{slug}-queue", f"{timeline.device} queue size (aqu-sz)", lines("aqu-sz"), "", shaded,
-                   formatter=humanize.count_axis("")),
+                   formatter=humanize.count_axis(""), span=span),
     ]
     table = Table(PHASE_COLUMNS, phase_rows(device_phases))
     note = [f"Downsampled: at most {MAX_POINTS} points per series, each bucket's minimum and maximum kept."] if timeline.downsampled else []
