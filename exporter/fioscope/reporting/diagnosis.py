@@ -107,7 +107,7 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         if by_instance:
             host_m, device_m = _matchers(host, devices, by_instance=True)
         runs = live_runs(prom, start, end, step, host_m)
-        resolution = "one point per scrape (per-scrape rates of node_exporter's counters)"
+        resolution = "one point per scrape, at least every 2 s (rates of node_exporter's counters between scrapes)"
     runs = runs or []
     if devices:
         timelines = [t for t in timelines if t.device in devices]
@@ -256,6 +256,7 @@ def device_section(label: str, timeline: Timeline, runs: list[RunWindow], device
     return Section(label, charts=charts, tables=[table] if device_phases else [], lines=note)
 
 
+MIN_LIVE_INTERVAL = 2.0  # below it a rate spans two scrapes (see timeline.from_counters): iostat's customary 2 s
 COUNTERS = {  # DiskCounters field <- node_exporter counter
     "reads": "node_disk_reads_completed_total", "writes": "node_disk_writes_completed_total",
     "read_bytes": "node_disk_read_bytes_total", "write_bytes": "node_disk_written_bytes_total",
@@ -282,7 +283,7 @@ def live_timelines(prom: Prometheus, start: float, end: float, host: str | None,
     timelines = []
     for (where, device), by_time in raw.items():
         samples = [(t, DiskCounters(**c)) for t, c in sorted(by_time.items()) if len(c) == len(COUNTERS)]
-        timelines.append(from_counters(where, device, samples))
+        timelines.append(from_counters(where, device, samples, MIN_LIVE_INTERVAL))
     cpu_raw: dict[str, dict[float, dict[str, float]]] = {}
     for s in prom.samples(f"node_cpu_seconds_total{{{host_m.lstrip(',')}}}", start, end):
         mode = CPU_MODE_OF.get(s.labels.get("mode", ""))
