@@ -2,8 +2,9 @@
 
 Every verdict comes from the project's alert rules (alerts/alerts.rules.yaml): on a live
 stack from the ``ALERTS`` series Prometheus wrote while evaluating them, offline from the same
-rules evaluated over backfilled iostat data (see ``iostat``). This module only reads what the
-rules decided and the ``fioscope:*`` recording rules (the iostat columns) to draw and quote.
+rules evaluated over backfilled iostat data (see ``iostat``). What is drawn and cut into idle and
+load phases is the data at its own resolution (``timeline``): offline every iostat sample, live
+node_exporter's raw counters between scrapes; runs are shaded as they ran (``phases``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ THROTTLE_ALERTS = ("FioscopeDiskThrottledUnderFioLoad", "FioscopeDiskThrottled")
 SLA_ALERTS = ("FioscopeDiskLatencyAboveSla",)
 FSYNC_ALERTS = ("FioscopeFsyncTooSlowForEtcd", "FioscopeFsyncHistogramTooSlowForEtcd", "FioscopeEtcdWalFsyncSlow")
 IOWAIT_ALERTS = ("FioscopeHighIowaitIdleCpu",)
+
 
 @dataclass
 class Firing:
