@@ -315,16 +315,18 @@ def live_runs(prom: Prometheus, start: float, end: float, step: float, host_m: s
                 measured = _value_at(iops.get(run_id) or next((x for k, x in iops.items() if k[3:] == run_id[3:]), None),
                                      b + step, after=True)
                 runs[(run_id, a)] = RunWindow(run_id[4], a, b, device=run_id[3], host=run_id[0], target=run_id[2], iops=measured)
-    # fio_run_running, scrape by scrape: the run as the exporter saw it (file layout included, which the start
-    # gauge, fio's end minus its runtime, leaves out); a span with no published window is a run still in progress
+    # fio_run_running, scrape by scrape: the run as the exporter saw it. The start gauge is fio's end minus its
+    # runtime, which leaves file layout out and, for numjobs under group_reporting, counts every clone's runtime;
+    # a span with no published window is a run still in progress
     for s in prom.samples(f"fio_run_running{{{selector}}}", start, end):
         run_id = _run_id(s.labels)
         on = [t for t, v in zip(s.times, s.values) if v == 1]
         gap = statistics.median([b - a for a, b in zip(s.times, s.times[1:])] or [step])
         for a, b in spans(on, gap):  # from the first to the last scrape that saw it running
             matched = [r for (rid, _), r in runs.items() if rid == run_id and r.start <= b + gap and a <= r.end + gap]
-            for r in matched:
-                r.start, r.end = min(r.start, a), max(r.end, b)
+            for r in matched:  # the published start/end where they agree with what the scrapes saw, else the scrapes
+                r.start = r.start if a - gap < r.start <= a else a
+                r.end = r.end if b <= r.end <= b + gap else b
             if not matched:
                 runs[(run_id, a)] = RunWindow(run_id[4], a, min(b, end), device=run_id[3], host=run_id[0], target=run_id[2])
     return sorted(runs.values(), key=lambda r: r.start)
