@@ -285,3 +285,21 @@ def test_capture_ctrl_c_still_writes_the_report(tmp_path):
     assert run["job"] == "cloud-sla-70-30" and run["end"] <= interrupted + 3
     assert "interrupted" in " ".join(report["summary"])
     assert any(d["charted"] for d in report["devices"])
+
+
+def test_capture_shows_progress_on_a_terminal(tmp_path):
+    """The whole default plan, shortened, under a pseudo-terminal: a progress line per phase, then the bundle."""
+    target = Path("/var/tmp") / f"capture-tty-{os.getpid()}"
+    target.mkdir(parents=True, exist_ok=True)
+    out = tmp_path / "bundle"
+    try:
+        proc = fioscope("capture", "--target.dir", str(target), "--output", str(out), "--idle", "2s", "--load", "3s",
+                        "--interval", "1s", "--env", "SIZE=8m", "--env", "IODEPTH=4", tty=True, timeout=300)
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for phase in ("[1/5] idle", "[2/5] cloud-sla-70-30 at 700+300 IOPS", "[4/5] cloud-sla-70-30 at 1400+600 IOPS", "[5/5] idle"):
+        assert phase in proc.stdout, proc.stdout  # script(1) merges stderr
+    assert "all done in" in proc.stdout and "\x1b[K" in proc.stdout  # rewritten in place (text mode reads \r as \n)
+    report = json.loads((out / "report.json").read_text())
+    assert [r["job"] for r in report["runs"]] == ["cloud-sla-70-30"] * 2
