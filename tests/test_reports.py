@@ -19,20 +19,14 @@ from pathlib import Path
 import pytest
 from helpers.cli import fioscope
 from helpers.net import free_port
-from helpers.paths import FIXTURES, REPO
+from helpers.paths import IOSTAT, REPO
 from helpers.prometheus import Prometheus
-from helpers.report_page import rendered
+from helpers.report_page import lab_device, rendered
 
-IOSTAT = FIXTURES / "iostat"
 LAB_CAP_IOPS = 200  # capture.sh: --read-iops 200
 
 
 # ---- offline diagnosis from real iostat captures -----------------------------------------------
-
-def lab_device(results: Path) -> str:
-    capture = json.loads((IOSTAT / f"{results.name.split('-')[0]}.json").read_text())  # capped-results -> capped.json
-    return next(d["disk_device"] for d in capture["sysstat"]["hosts"][0]["statistics"][1]["disk"] if d["disk_device"].startswith("loop"))
-
 
 def test_offline_diagnosis_capped_disk_is_throttled_at_the_lab_cap(tmp_path):
     out, results = tmp_path / "capped", tmp_path / "results"
@@ -50,10 +44,10 @@ def test_offline_diagnosis_capped_disk_is_throttled_at_the_lab_cap(tmp_path):
     assert abs(float(throttled["data-ceiling-iops"]) - LAB_CAP_IOPS) <= 0.1 * LAB_CAP_IOPS
     assert "FioscopeDiskThrottledUnderFioLoad" in throttled["text"]
     [sla] = page.of("fio-sla", jobname="rand-read-iops")
-    assert sla["data-ok"] == "false" and "SLA 30 ms" in sla["text"]  # ~640 ms p99 behind the cap
+    assert sla["data-ok"] == "false" and "SLA its target declares (30 ms)" in sla["text"]  # ~640 ms p99 behind the cap
     # the host's own disk carried no capped load
     assert all(v["data-ok"] == "true" for v in page.of("throttled") if v["data-device"] != device)
-    assert len(list(out.glob("*.png"))) == 7 * 2  # six iostat charts + avg-cpu, per device
+    assert len(list(out.glob("*.png"))) == 5 * 2 + 1  # five iostat charts per device, avg-cpu once for the host
     assert "rand-read-iops" in (out / "report.html").read_text()  # the fio run is shaded and labelled
 
 
@@ -208,7 +202,13 @@ def test_comparison_rate_capped_candidate_is_significantly_worse(sweep, capped_s
     # significant where the baseline's repeats agree (this machine is shared: a noisy depth may not be)
     assert re.search(r"lower IOPS at qd", verdict["text"]) and "higher IOPS" not in verdict["text"], verdict["text"]
     # fio's rate cap spaces requests out rather than queueing them: latency is no worse (the lab e2e checks that side)
-    assert 'class="significant"' in (out / "report.html").read_text()
+    html = (out / "report.html").read_text()
+    assert 'class="significant"' in html
+    # baseline and candidate named as such; a summary table first, better/worse per metric and depth
+    assert f"baseline {baseline}" in html and f"candidate {capped}" in html
+    assert html.index("Summary: candidate against baseline") < html.index("<img")
+    assert "worse at qd" in html and "MB/s" not in html
+    shutil.copy(tmp_path / "screenshot.png", out / "screenshot-comparison.png")
 
 
 def test_comparison_of_two_tags_in_one_results_dir(sweep, capped_sweep, tmp_path):
@@ -249,16 +249,16 @@ def test_comparison_names_each_direction_with_its_own_depths():
 
     rows = [row(1, (0.01, False), (-0.18, True)), row(4, (-0.15, True), (1.5, True)),
             row(16, (-0.45, True), (4.0, True)), row(64, (-0.58, True), (15.0, True))]
-    assert conclusion(rows) == ("candidate 15–58 % lower IOPS at qd 4–64; "
-                                "150–1500 % higher p99 latency at qd 4–64, 18 % lower at qd 1; "
-                                "15–58 % lower bandwidth at qd 4–64")
+    assert conclusion(rows) == ("candidate 15–58 % lower IOPS at qd 4–64 (worse); "
+                                "150–1500 % higher p99 latency at qd 4–64 (worse), 18 % lower at qd 1 (better); "
+                                "15–58 % lower bandwidth at qd 4–64 (worse)")
     # a range never claims a depth it skips
     gaps = [row(1, (-0.2, True), (0, False)), row(4, (0.0, False), (0, False)), row(16, (-0.3, True), (0, False))]
-    assert conclusion(gaps) == "candidate 20–30 % lower IOPS at qd 1, 16; 20–30 % lower bandwidth at qd 1, 16"
+    assert conclusion(gaps) == "candidate 20–30 % lower IOPS at qd 1, 16 (worse); 20–30 % lower bandwidth at qd 1, 16 (worse)"
     assert conclusion([row(1, (0.01, False), (0.02, False))]) == "no significant difference"
     # a small significant change is not "0 %"; a change from a zero baseline has a direction
     assert conclusion([row(1, (-0.004, True), (math.inf, True))]) == \
-        "candidate 0.4 % lower IOPS at qd 1; ∞ % higher p99 latency at qd 1; 0.4 % lower bandwidth at qd 1"
+        "candidate 0.4 % lower IOPS at qd 1 (worse); ∞ % higher p99 latency at qd 1 (worse); 0.4 % lower bandwidth at qd 1 (worse)"
 
 
 # ---- bad input: one line, non-zero, no traceback, no file ----------------------------------------

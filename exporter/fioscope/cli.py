@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--target.dir", dest="target_dir", help="check the jobs against this directory")
 
     add_report_parser(sub)
+    add_capture_parser(sub)
 
     lab = sub.add_parser("lab", help="loop-backed test disks with controlled limits (root only)")
     lab.add_argument("--state-dir", default=None, help="where lab disks and their state live (default /var/lib/fioscope-lab)")
@@ -100,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_check(args)
         if args.command == "report":
             return cmd_report(args)
+        if args.command == "capture":
+            return cmd_capture(args)
         return cmd_lab(args)
     except ConfigError as exc:
         print(f"fioscope: {exc}", file=sys.stderr)
@@ -174,11 +177,12 @@ def cmd_run(args) -> int:
 
     config = load_config(args.config_file, args.results_dir)
     target = _run_target(args, config)
+    # without --fsync.threshold: etcd's tiers from alerts/config.yaml (checked readable here, exit 2 if not)
     try:
-        fsync_threshold = (parse_duration(args.fsync_threshold, "--fsync.threshold") if args.fsync_threshold
-                           else default_fsync_threshold())
+        default_fsync_threshold()
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None
+    fsync_threshold = parse_duration(args.fsync_threshold, "--fsync.threshold") if args.fsync_threshold else None
     runner = Runner(config, Store(config))
     signal.signal(signal.SIGTERM, lambda s, f: runner.stop())
     env = _key_values(args.env, "--env")
@@ -262,6 +266,41 @@ def add_report_parser(sub) -> None:
     report.add_argument("--latency-target", dest="latency_target", help="p99 latency target for the performance report, e.g. 5ms")
     report.add_argument("--baseline", help="comparison: a results directory, or target=NAME / tag:KEY=VALUE within --results")
     report.add_argument("--candidate", help="comparison: like --baseline")
+
+
+def add_capture_parser(sub) -> None:
+    capture = sub.add_parser("capture", help="the support method in one command: record disk and CPU statistics while fio runs "
+                                             "idle and load phases, then write a bundle with report.html",
+                             description="Records /proc/diskstats and /proc/stat for the whole session while a phase plan runs "
+                                         "(default: idle, cloud-sla-70-30 at 700+300 IOPS, idle, the same at 200 %%, idle), "
+                                         "then writes --output: raw samples, iostat.json, fio results, report.html, PNGs, report.json.")
+    capture.add_argument("--target.dir", dest="target_dir", required=True, help="directory on the disk under test (fio writes only there)")
+    capture.add_argument("--output", required=True, help="bundle directory (new or empty)")
+    capture.add_argument("--plan", help="phase plan YAML: phases: [{idle: 30s}, {job: PROFILE, duration: 60s, env: {K: V}}, ...]")
+    capture.add_argument("--idle", help="default plan: length of each idle phase (default 30s)")
+    capture.add_argument("--load", help="default plan: length of each load phase (default 2m30s: the throttling rules need ~2 min of load)")
+    capture.add_argument("--interval", help="seconds between samples (default 2s)")
+    capture.add_argument("--device", action="append", help="record only this device (repeatable; default every disk)")
+    capture.add_argument("--env", action="append", metavar="KEY=VALUE", help="job variable for every load phase, e.g. SIZE=256m")
+    capture.add_argument("--target.cgroup", dest="target_cgroup", help="run fio inside this cgroup (a lab disk's throttle; root)")
+
+
+def cmd_capture(args) -> int:
+    from .reporting import ReportError
+    from .reporting.capture import run_capture
+
+    try:
+        return run_capture(args)
+    except ReportError as exc:
+        print(f"fioscope capture: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fioscope capture: aborted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # never a traceback; the log at debug level has it
+        log.debug("capture failed", exc_info=True)
+        print(f"fioscope capture: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 def cmd_report(args) -> int:

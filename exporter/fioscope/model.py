@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fioscope_mixin.units import UnitError, parse_duration
+
 from .resultfile import Annotation
 
 # fio's data directions as they appear in its JSON; `mixed` comes from
@@ -64,7 +66,15 @@ class JobResult:
 
     @property
     def wall_seconds(self) -> float:
-        """How long the job lasted: fio's ``elapsed`` (ramp included), else its runtime."""
+        """How long the job did I/O, ramp included: fio's job_runtime plus ramp_time where that is one job's time
+        (job_runtime adds up numjobs clones under group_reporting), else the whole seconds of ``elapsed`` (which also
+        counts fio's setup, e.g. laying out files)."""
+        try:
+            ramp = parse_duration(self.options.get("ramp_time", 0) or 0)
+        except UnitError:
+            ramp = 0.0
+        if self.runtime_seconds and (not self.elapsed_seconds or self.runtime_seconds + ramp <= self.elapsed_seconds + 1):
+            return self.runtime_seconds + ramp
         return self.elapsed_seconds or self.runtime_seconds
 
     def percentile(self, ddir: str, stage: str, quantile: str = "0.99") -> float | None:

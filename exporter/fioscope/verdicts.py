@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .config import Limits
+from .etcd import fsync_verdict
 from .model import JobResult, Latency
 from .promised import promised_iops, write_share
 
@@ -44,15 +45,16 @@ def requested_iops(job: JobResult) -> float:
     return ((read if share < 1 else 0) + (write if share > 0 else 0)) * numjobs
 
 
-def job_verdicts(job: JobResult, limits: Limits, sla_seconds: float, fsync_threshold: float) -> list[Verdict]:
+def job_verdicts(job: JobResult, limits: Limits, sla_seconds: float, fsync_threshold: float | None) -> list[Verdict]:
+    """``fsync_threshold``: the user's --fsync.threshold; None judges fdatasync by etcd's tiers."""
     verdicts = []
     sync = job.directions.get("sync")
     if sync is not None:
+        # etcd's tiers (warning from 8 ms, fail above 10 ms), or the user's own threshold, named as theirs
         value = p99(sync.latencies.get("lat"))
-        ok = value is not None and value <= fsync_threshold
-        verdict = "pass" if ok else "FAIL"
-        verdicts.append(Verdict("etcd-fsync", ok, f"fdatasync p99 {_fmt_ms(value)} (etcd needs < {_fmt_ms(fsync_threshold)}): {verdict}",
-                                {"p99-seconds": value, "threshold-seconds": fsync_threshold}))
+        tiered = fsync_verdict(value, fsync_threshold)
+        verdicts.append(Verdict("etcd-fsync", tiered.ok is True, tiered.text,
+                                {"p99-seconds": value, "threshold-seconds": fsync_threshold, "level": tiered.level}))
     worst = max((p99(d.latencies.get("clat")) or 0.0 for k, d in job.directions.items() if k != "sync"), default=0.0)
     promised = promised_iops(limits, job.options)
     if promised or sla_seconds:

@@ -8,6 +8,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 FIO_OUTPUTS = FIXTURES / "fio-outputs"
+IOSTAT = FIXTURES / "iostat"  # iostat -x -o JSON captures of lab disks, with the fio results of the same session
 
 
 def checkout_env() -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -9,6 +10,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+
+from helpers.paths import IOSTAT
 
 
 def chromium() -> str:
@@ -72,3 +75,8 @@ def rendered(out: Path, tmp_path: Path) -> Verdicts:
     assert page.external == [], "the report must open with no network"
     assert page.images and all(src.startswith("data:image/png;base64,") for src in page.images)
     return page
+
+
+def lab_device(results: Path) -> str:
+    capture = json.loads((IOSTAT / f"{results.name.split('-')[0]}.json").read_text())  # capped-results -> capped.json
+    return next(d["disk_device"] for d in capture["sysstat"]["hosts"][0]["statistics"][1]["disk"] if d["disk_device"].startswith("loop"))

@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.dates as mdates
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter, PercentFormatter
+from matplotlib.ticker import EngFormatter, Formatter, FuncFormatter, PercentFormatter
 
 from .results import Point
 
@@ -56,22 +56,29 @@ def _utc(ts: Sequence[float]) -> list[float]:
     return [float(mdates.date2num(dt.datetime.fromtimestamp(t, dt.UTC))) for t in ts]
 
 
-def time_chart(name: str, title: str, lines: list[Line], unit: str, windows: list[Window], percent: bool = False) -> Chart:
+def time_chart(name: str, title: str, lines: list[Line], unit: str, windows: list[Window], percent: bool = False,
+               formatter: Formatter | None = None, ylabel: str = "", span: tuple[float, float] | None = None) -> Chart:
+    """Lines over UTC time, each window shaded and labelled; ``formatter`` overrides the engineering-unit axis."""
     fig, ax = _figure()
     for line in lines:
         if line.times:
             ax.plot(_utc(line.times), line.values, label=line.label, linewidth=1.2)
     for i, w in enumerate(windows):
-        ax.axvspan(*_utc([w.start, w.end]), color="tab:orange", alpha=0.15, linewidth=0)
+        # an edge too: a 2 s run on an hour's axis is narrower than a pixel, and must still show
+        ax.axvspan(*_utc([w.start, w.end]), facecolor="tab:orange", alpha=0.2, edgecolor="tab:orange", linewidth=0.8)
         ax.annotate(w.label, xy=(_utc([w.start])[0], 1.0), xycoords=("data", "axes fraction"), xytext=(2, -10 - 10 * (i % 3)),
                     textcoords="offset points", fontsize=7, color="tab:brown")
-    ax.yaxis.set_major_formatter(PercentFormatter(1.0) if percent else EngFormatter(unit=unit))
+    ax.yaxis.set_major_formatter(formatter or (PercentFormatter(1.0) if percent else EngFormatter(unit=unit)))
+    if ylabel:
+        ax.set_ylabel(ylabel)
     locator = mdates.AutoDateLocator(tz=dt.UTC)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=dt.UTC))
     ax.set_xlabel("time (UTC)")
     ax.set_title(title, fontsize=10, loc="left")
     ax.set_ylim(bottom=0)
+    if span:  # every chart of a report on one time axis, so a run's shading lines up from chart to chart
+        ax.set_xlim(*_utc(span))
     ax.grid(alpha=0.3)
     if any(line.times for line in lines):
         ax.legend(fontsize=7, loc="upper right", ncols=min(5, len(lines)))
@@ -112,7 +119,8 @@ def response_chart(name: str, title: str, series: list[tuple[str, Sequence[Point
     if latency_target:
         ax.axhline(latency_target, color="tab:red", linestyle="--", linewidth=1, label="latency target")
     ax.set_yscale("log")
-    ax.xaxis.set_major_formatter(EngFormatter(unit="B/s" if bandwidth else "IOPS"))
+    # bytes binary as `fioscope run` prints them (MiB/s); IOPS plain
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v / 2**20:g} MiB/s") if bandwidth else EngFormatter(unit="IOPS"))
     ax.yaxis.set_major_formatter(EngFormatter(unit="s"))
     ax.set_xlabel("bandwidth" if bandwidth else "IOPS")
     ax.set_ylabel("completion latency")

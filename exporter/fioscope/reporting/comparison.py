@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 
+from . import humanize
 from .charts import response_chart, uses_bandwidth
+from .fsync import fsync_verdicts
 from .html import Report, Section, Table, Verdict
-from .performance import fmt_eng
 from .results import Point, Sample, curves, skipped_lines
 
 SIGNIFICANCE = 2.0
@@ -25,8 +26,16 @@ METRICS = (  # attribute, spread attribute, label, higher is better
 
 def _fmt(attr: str, value: float) -> str:
     if attr == "iops":
-        return f"{value:.0f}"
-    return fmt_eng(value, "s" if attr == "lat_p99" else "B/s")
+        return humanize.count(value)
+    return humanize.latency(value) if attr == "lat_p99" else humanize.mib_per_s(value)
+
+
+def judgement(attr: str, change: float, significant: bool) -> str:
+    """better / worse for the candidate, or "same" where the change is within the run-to-run spread."""
+    if not significant:
+        return "same"
+    higher_better = next(h for a, _, _, h in METRICS if a == attr)
+    return "better" if (change > 0) == higher_better else "worse"
 
 
 def delta(base: Point, cand: Point, attr: str, spread: str) -> tuple[float, bool]:
@@ -68,11 +77,11 @@ def conclusion(rows: list[tuple[int, dict[str, tuple[float, bool]]]]) -> str:
     for attr, _, label, higher_better in METRICS:
         phrases: list[str] = []
         worse_first = (("lower", False), ("higher", True)) if higher_better else (("higher", True), ("lower", False))
-        for word, rose in worse_first:
+        for (word, rose), judged in zip(worse_first, ("worse", "better")):
             sig = [(depth, d[attr][0]) for depth, d in rows if d[attr][1] and (d[attr][0] > 0) == rose]
             if sig:
                 named = f"{word} {label}" if not phrases else word
-                phrases.append(f"{_span([x for _, x in sig])} {named} {_where([d for d, _ in sig], tested)}")
+                phrases.append(f"{_span([x for _, x in sig])} {named} {_where([d for d, _ in sig], tested)} ({judged})")
         if phrases:
             parts.append(", ".join(phrases))
     return "candidate " + "; ".join(parts) if parts else "no significant difference"
@@ -87,7 +96,8 @@ def comparison_report(baseline: list[Sample], candidate: list[Sample], names: tu
         return out
 
     base, cand = by_pattern(baseline), by_pattern(candidate)
-    report = Report("comparison", f"fio comparison — {names[0]} (baseline) vs {names[1]} (candidate)")
+    report = Report("comparison", f"fio comparison — baseline {names[0]} vs candidate {names[1]}")
+    summary = Table(["workload"] + [label for _, _, label, _ in METRICS], [])
     report.summary.append(f"A delta is marked significant where it exceeds {SIGNIFICANCE:g}× the combined run-to-run spread "
                           "(standard deviation across repeats, else fio's own).")
     report.summary += skipped_lines(baseline, candidate)
@@ -100,6 +110,7 @@ def comparison_report(baseline: list[Sample], candidate: list[Sample], names: tu
         depths = sorted(set(b_points) & set(c_points))
         title = " ".join(key)
         table = Table(["queue depth"] + [f"{label} {n}" for _, _, label, _ in METRICS for n in ("baseline", "candidate", "Δ")], [])
+        per_metric: dict[str, dict[str, list[int]]] = {attr: {} for attr, _, _, _ in METRICS}
         rows = []
         for depth in depths:
             b, c = b_points[depth], c_points[depth]
@@ -107,17 +118,25 @@ def comparison_report(baseline: list[Sample], candidate: list[Sample], names: tu
             rows.append((depth, deltas))
             cells = [str(depth)]
             for attr, _, _label, _ in METRICS:
-                cells += [_fmt(attr, getattr(b, attr)), _fmt(attr, getattr(c, attr)), f"{deltas[attr][0] * 100:+.1f} %"]
+                judged = judgement(attr, *deltas[attr])
+                per_metric[attr].setdefault(judged, []).append(depth)
+                cells += [_fmt(attr, getattr(b, attr)), _fmt(attr, getattr(c, attr)), f"{deltas[attr][0] * 100:+.1f} % {judged}"]
                 if deltas[attr][1]:
                     table.marked.add((len(table.rows), len(cells) - 1))
             table.rows.append(cells)
         line = conclusion(rows) if rows else "no queue depth in common"
         significant = any(d[1] for _, ds in rows for d in ds.values())
         chart = response_chart(f"compare-{'-'.join(key)}".replace("/", "_"), title,
-                               [(names[0], [b_points[d] for d in sorted(b_points)]), (names[1], [c_points[d] for d in sorted(c_points)])],
+                               [(f"baseline {names[0]}", [b_points[d] for d in sorted(b_points)]),
+                                (f"candidate {names[1]}", [c_points[d] for d in sorted(c_points)])],
                                uses_bandwidth(key[1]))
+        summary.rows.append([title] + ["; ".join(f"{word} at qd {', '.join(map(str, qds))}" for word, qds in sorted(
+            per_metric[attr].items(), key=lambda kv: ("worse", "better", "same").index(kv[0]))) for attr, _, _, _ in METRICS])
         report.verdicts.append(Verdict("comparison", None, f"{title}: {line}", {"significant": str(significant).lower()}))
         report.sections.append(Section(title, charts=[chart], lines=[line], tables=[table]))
+    if summary.rows:  # up front: one line per workload, each metric better / worse / same by depth
+        report.sections.insert(0, Section("Summary: candidate against baseline", tables=[summary]))
+    report.verdicts += fsync_verdicts([x.source for x in baseline], "baseline") + fsync_verdicts([x.source for x in candidate], "candidate")
     if not common:
         report.verdicts.append(Verdict("comparison", None, "no workload in common between baseline and candidate",
                                        {"significant": "false"}))

@@ -2,8 +2,9 @@
 
 Every verdict comes from the project's alert rules (alerts/alerts.rules.yaml): on a live
 stack from the ``ALERTS`` series Prometheus wrote while evaluating them, offline from the same
-rules evaluated over backfilled iostat data (see ``iostat``). This module only reads what the
-rules decided and the ``fioscope:*`` recording rules (the iostat columns) to draw and quote.
+rules evaluated over backfilled iostat data (see ``iostat``). What is drawn and cut into idle and
+load phases is the data at its own resolution (``timeline``): offline every iostat sample, live
+node_exporter's raw counters between scrapes; runs are shaded as they ran (``phases``).
 """
 
 from __future__ import annotations
@@ -14,40 +15,25 @@ import logging
 import math
 import re
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fioscope_mixin import names as n
+from fioscope_mixin.units import format_duration
+from matplotlib.ticker import PercentFormatter
 
-from . import ReportError
-from .charts import Chart, Line, Window, time_chart
+from ..etcd import fsync_verdict
+from . import ReportError, humanize
+from .charts import Line, Window, time_chart
 from .html import Report, Section, Table, Verdict
-from .performance import fmt_eng
+from .phases import IDLE_DEVICE_UTIL, PHASE_COLUMNS, Phase, RunWindow, headline, is_idle_device, phase_rows, phases, throttled_spans
 from .prometheus import Prometheus, Series, step_for
+from .timeline import COLUMNS, MAX_POINTS, CpuTimeline, DiskCounters, Timeline, cpu_from_counters, from_counters, limit
 
 log = logging.getLogger("fioscope.report")
 
 # which alert says what: fioscope_mixin.names (one list of the throttling alerts for the rules, dashboards and reports)
 THROTTLE_ALERTS, SLA_ALERTS, FSYNC_ALERTS, IOWAIT_ALERTS = n.THROTTLING_ALERTS, n.SLA_ALERTS, n.FSYNC_ALERTS, n.IOWAIT_ALERTS
-
-# chart -> (title, unit, percent?, [(label, recording rule)])
-CPU_RULES = [("user", n.CPU_USER_RATIO), ("system", n.CPU_SYSTEM_RATIO), ("iowait", n.CPU_IOWAIT_RATIO),
-             ("steal", n.CPU_STEAL_RATIO), ("idle", n.CPU_IDLE_RATIO)]
-DISK_CHARTS = [
-    ("util", "%util and merges", "", True, [("%util", n.DISK_UTIL_RATIO), ("%rrqm", n.DISK_READ_MERGES_RATIO),
-                                            ("%wrqm", n.DISK_WRITE_MERGES_RATIO)]),
-    ("iops", "IOPS", "IO/s", False, [("r/s", n.DISK_READ_IOPS), ("w/s", n.DISK_WRITE_IOPS),
-                                     ("d/s", n.DISK_DISCARD_IOPS), ("f/s", n.DISK_FLUSH_IOPS),
-                                     ("rrqm/s", n.DISK_READ_MERGES_PER_SECOND),
-                                     ("wrqm/s", n.DISK_WRITE_MERGES_PER_SECOND)]),
-    ("await", "await", "s", False, [("r_await", n.DISK_READ_AWAIT_SECONDS), ("w_await", n.DISK_WRITE_AWAIT_SECONDS),
-                                    ("d_await", n.DISK_DISCARD_AWAIT_SECONDS), ("f_await", n.DISK_FLUSH_AWAIT_SECONDS)]),
-    ("reqsz", "request size", "B", False, [("rareq-sz", n.DISK_READ_REQUEST_SIZE_BYTES),
-                                           ("wareq-sz", n.DISK_WRITE_REQUEST_SIZE_BYTES)]),
-    ("queue", "queue size (aqu-sz)", "", False, [("aqu-sz", n.DISK_QUEUE_SIZE)]),
-    ("throughput", "throughput", "B/s", False, [("rB/s", n.DISK_READ_BYTES_PER_SECOND),
-                                                ("wB/s", n.DISK_WRITE_BYTES_PER_SECOND)]),
-]
 
 
 @dataclass
@@ -94,12 +80,6 @@ def _matchers(host: str | None, devices: list[str] | None, by_instance: bool = F
     return host_m, device_m
 
 
-def _values_in(series: Series | None, windows: Iterable[tuple[float, float]]) -> list[float]:
-    if series is None:
-        return []
-    return [v for t, v in zip(series.times, series.values) if any(a <= t <= b for a, b in windows)]
-
-
 def sla_seconds(device: str) -> float | None:
     """The await SLA the rules were generated with (alerts/config.yaml, through fioscope_mixin.settings)."""
     from fioscope_mixin.settings import SettingsError, load_settings
@@ -113,66 +93,90 @@ def sla_seconds(device: str) -> float | None:
 
 def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | None, devices: list[str] | None,
                      firings: Callable[[float], list[Firing]] | None = None, source: str = "",
-                     declared: dict[str, str] | None = None, min_step: float = 15.0) -> Report:
-    """The report over [start, end]. ``firings(step)`` gives the alerts the rules fired (default: ALERTS)."""
+                     declared: dict[str, str] | None = None, min_step: float = 15.0,
+                     timelines: list[Timeline] | None = None, cpus: list[CpuTimeline] | None = None,
+                     runs: list[RunWindow] | None = None, resolution: str = "") -> Report:
+    """The report over [start, end]. ``firings(step)`` gives the alerts the rules fired (default: ALERTS).
+
+    ``timelines``/``cpus``/``runs`` are what is drawn and cut into phases: given offline (iostat
+    samples, fio result files), read from the live Prometheus otherwise (raw counters per scrape,
+    the exporter's run windows)."""
     step = step_for(start, end, min_step)
     host_m, device_m = _matchers(host, devices)
-    by_rule: dict[str, dict[tuple[str, str], Series]] = {}
-
-    def fetch(rule: str, matchers: str) -> dict[tuple[str, str], Series]:
-        if rule not in by_rule:
-            by_rule[rule] = {_key(s.labels): s for s in prom.range(f"{rule}{{{matchers.lstrip(',')}}}", start, end, step)}
-        return by_rule[rule]
-
-    disks = fetch(n.DISK_UTIL_RATIO, device_m)
-    if not disks and host:
-        host_m, device_m = _matchers(host, devices, by_instance=True)
-        by_rule.clear()
-        disks = fetch(n.DISK_UTIL_RATIO, device_m)
-    if not disks:
+    if timelines is None:
+        timelines, cpus, by_instance = live_timelines(prom, start, end, host, devices)
+        if by_instance:
+            host_m, device_m = _matchers(host, devices, by_instance=True)
+        runs = live_runs(prom, start, end, step, host_m)
+        resolution = "one point per scrape, at least every 2 s (rates of node_exporter's counters between scrapes)"
+    runs = runs or []
+    if devices:
+        timelines = [t for t in timelines if t.device in devices]
+    if not timelines:
         where = " on host " + host if host else ""
         raise ReportError(f"no disk data in the window {fmt_time(start)} – {fmt_time(end)} UTC{where}"
                           f"{' for device ' + ','.join(devices) if devices else ''}"
                           " (is node_exporter scraped and are the fioscope rules loaded?)")
     fired = firings(step) if firings else firings_from_alerts(prom, start, end, step, host_m)
-    runs = fio_windows(prom, start, end, step, host_m)
     names = device_names(prom, end, host_m)
     limits = declared if declared is not None else declared_limits(prom, start, end, device_m)
     report = Report("diagnosis", "Disk diagnosis" + (f" — {source}" if source else ""))
-    report.summary.append(f"Window {fmt_time(start)} – {fmt_time(end)} UTC ({fmt_eng(end - start, 's')}); one point per {step:g} s"
-                          + (" (downsampled: the window is long)" if step > min_step else "") + f"; {len(disks)} device(s).")
+    drawn = [limit(t) for t in timelines]
+    interval = statistics.median([t.interval for t in timelines if t.interval] or [0.0])
+    report.summary.append(f"Window {fmt_time(start)} – {fmt_time(end)} UTC ({format_duration(round(end - start))}); "
+                          f"{resolution or 'every sample'} at its own interval ({interval:g} s); {len(timelines)} device(s)."
+                          + (f" Long series are downsampled to at most {MAX_POINTS} points, keeping each bucket's minimum"
+                             " and maximum (peaks survive)." if any(t.downsampled for t in drawn) else ""))
     if not names:
         report.summary.append("Device names: fioscope_disk_info not found, kernel names only.")
-    iops = fetch(n.DISK_IOPS, device_m)
-    awaits = fetch(n.DISK_AWAIT_SECONDS, device_m)
-    for key in sorted(disks):
-        _, device = key
-        label = device + (f" ({names[device]})" if names.get(device) else "") + (f" on {key[0]}" if key[0] else "")
-        throttle = [f for f in fired if f.alertname in THROTTLE_ALERTS and _key(f.labels) == key]
-        windows = [(f.start, f.end) for f in throttle]
+    idle: list[str] = []
+    devices_json: list[dict] = []
+    for timeline, shown in sorted(zip(timelines, drawn), key=lambda p: (p[0].host, p[0].device)):
+        key = (timeline.host, timeline.device)
+        device = timeline.device
+        label = device + (f" ({names[device]})" if names.get(device) else "") + (f" on {key[0]}" if key[0] and len(
+            {t.host for t in timelines}) > 1 else "")
+        mine = [f for f in fired if _key(f.labels) == key]
+        throttle = [f for f in mine if f.alertname in THROTTLE_ALERTS]
+        windows = sorted({(f.start, f.end) for f in throttle})
+        if is_idle_device(timeline, runs, bool(mine)):
+            util = max((v for _, v in timeline.values("util")), default=0.0)
+            iops = max((v for _, v in timeline.iops()), default=0.0)
+            has_data = bool(timeline.values("util"))
+            idle.append(f"{label} (peak {humanize.count(iops)} IO/s, util {util:.0f} %)" if has_data else f"{label} (no data)")
+            devices_json.append({"device": device, "host": timeline.host, "verdict": f"{device}: {'idle' if has_data else 'no data'}",
+                                 "ok": True if has_data else None,
+                                 "idle": True, "charted": False, "series": {c: [] for c in COLUMNS}})
+            continue
+        device_phases = phases(timeline, runs, start, end)
+        alerts = ", ".join(sorted({f.alertname for f in throttle}))
+        ok, text = headline(timeline, device_phases, throttled_spans(windows, device_phases), alerts)
+        report.verdicts.append(Verdict("headline", ok, text, {"device": device, "host": timeline.host}))
+        extra: list[Verdict] = []
         if throttle:
-            ceiling = statistics.median(_values_in(iops.get(key), windows) or [0.0])
-            when = ", ".join(f"{fmt_time(a)}–{fmt_time(b)[11:]}" for a, b in sorted(set(windows))[:4])
-            alerts = ", ".join(sorted({f.alertname for f in throttle}))
-            text = (f"{label}: THROTTLED — IOPS flat at a ceiling of {ceiling:.0f}/s ({when} UTC; {alerts})"
-                    f"; declared limit: {limits.get(device) or 'none declared'}")
-            report.verdicts.append(Verdict("throttled", False, text, {"device": device, "ceiling-iops": f"{ceiling:.1f}"}))
+            spans_ = throttled_spans(windows, device_phases)
+            ceiling = statistics.median([v for t, v in timeline.iops() if any(a <= t <= b for a, b in spans_)] or [0.0])
+            extra.append(Verdict("throttled", False, f"{label}: THROTTLED — IOPS flat at a ceiling of {humanize.count(ceiling)}/s "
+                                 f"({', '.join(f'{fmt_time(a)}–{fmt_time(b)[11:]}' for a, b in windows[:4])} UTC; {alerts}); "
+                                 f"declared limit: {limits.get(device) or 'none declared'}",
+                                 {"device": device, "ceiling-iops": f"{ceiling:.1f}"}))
         else:
-            report.verdicts.append(Verdict("throttled", True, f"{label}: not throttled (no throttling signature in the window)"
-                                           + (f"; declared limit: {limits[device]}" if limits.get(device) else ""), {"device": device}))
-        sla = sla_seconds(device)
-        above = [f for f in fired if f.alertname in SLA_ALERTS and _key(f.labels) == key]
-        await_series = awaits.get(key)
-        samples = sorted(v for v in (await_series.values if await_series else []) if not math.isnan(v))
-        worst = samples[min(len(samples) - 1, int(0.99 * len(samples)))] if samples else None
-        figures = f"await p99 {fmt_eng(worst, 's')}" if worst is not None else "no await samples"
-        sla_text = fmt_eng(sla, "s") if sla else "(threshold unknown)"
-        verdict = (f"NOT met: await above {sla_text} from {fmt_time(above[0].start)} UTC ({above[0].alertname})" if above
-                   else f"met: no sustained await above {sla_text}")
-        report.verdicts.append(Verdict("sla", not above, f"{label}: latency SLA {verdict}; {figures} over the window",
-                                       {"device": device}))
+            extra.append(Verdict("throttled", True, f"{label}: not throttled (no throttling signature in the window)"
+                                 + (f"; declared limit: {limits[device]}" if limits.get(device) else ""), {"device": device}))
+        extra.append(await_verdict(label, device, timeline, [f for f in mine if f.alertname in SLA_ALERTS]))
+        report.verdicts += extra
+        section = device_section(label, shown, [r for r in runs if r.loads(device)], device_phases, (start, end))
+        report.sections.append(section)
+        devices_json.append({"device": device, "host": timeline.host, "verdict": text, "ok": ok, "idle": False, "charted": True,
+                             "downsampled": shown.downsampled, "interval": timeline.interval,
+                             "phases": [{"kind": p.kind, "label": p.label, "start": p.start, "end": p.end,
+                                         **{k: (None if math.isnan(v) else v) for k, v in p.stats.items()}} for p in device_phases],
+                             "series": {c: [[t, v] for t, v in shown.values(c)] for c in COLUMNS}})
+    if idle:
+        report.verdicts.append(Verdict("idle-devices", None, f"Idle, not charted (no fio run, util below {IDLE_DEVICE_UTIL:g} %): "
+                                       + ", ".join(idle), {"count": len(idle)}))
     report.verdicts += fio_sla_verdicts(prom, start, end, host_m)
-    report.verdicts.append(fsync_verdict(prom, fired, start, end, host_m))
+    report.verdicts += fsync_verdicts(prom, fired, start, end, host_m)
     iowait = [f for f in fired if f.alertname in IOWAIT_ALERTS]
     report.verdicts.append(Verdict("iowait", not iowait, f"iowait episodes: {len(iowait)}" + "".join(
         f"; {fmt_time(f.start)}–{fmt_time(f.end)[11:]} on {f.labels.get('host') or f.labels.get('instance', '')}" for f in iowait[:5])))
@@ -184,42 +188,161 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
                                                                   if k in ("host", "instance", "device", "jobname", "target")),
                  fmt_time(f.start), fmt_time(f.end)] for f in sorted(fired, key=lambda f: f.start)]
         report.sections.append(Section("Alerts that fired", tables=[Table(["alert", "severity", "where", "from (UTC)", "to (UTC)"], rows)]))
-    shaded = [Window(label, a, b) for label, a, b in runs]
     if runs:
-        report.summary.append(f"{len(runs)} fio run(s) in the window, shaded on every chart: "
-                              + "; ".join(f"{label} {fmt_time(a)[11:]}–{fmt_time(b)[11:]}" for label, a, b in runs[:10])
-                              + ("; ..." if len(runs) > 10 else ""))
-    for key in sorted(disks):
-        report.sections.append(device_section(key, disks[key].labels.get("instance", ""), names.get(key[1], ""), fetch, device_m, shaded))
+        report.summary.append(f"{len(runs)} fio run(s) in the window, each shaded on the charts of the device it loaded: "
+                              + "; ".join(f"{r.label} on {r.device or 'an unknown device'} {fmt_time(r.start)[11:]}–{fmt_time(r.end)[11:]}"
+                                          for r in runs[:10]) + ("; ..." if len(runs) > 10 else ""))
+    for cpu in sorted(cpus or [], key=lambda c: c.host):  # avg-cpu once per host
+        lines = [Line(mode, [t for t, _ in points], [v for _, v in points]) for mode, points in cpu.series.items() if mode != "nice"]
+        report.sections.append(Section(f"avg-cpu ({cpu.host})", charts=[time_chart(
+            _slug(f"cpu-{cpu.host}"), f"avg-cpu ({cpu.host})", lines, "", [Window(r.label, r.start, r.end) for r in runs],
+            formatter=PercentFormatter(100), span=(start, end))]))
+    report.json = {"kind": "diagnosis", "window": {"start": start, "end": end},
+                   "runs": [{"job": r.job, "start": r.start, "end": r.end, "device": r.device, "host": r.host, "label": r.label,
+                             "profile": r.profile, "target": r.target, "iops": r.iops} for r in runs],
+                   "devices": devices_json}
     return report
 
 
-def device_section(key: tuple[str, str], instance: str, name: str, fetch, device_m: str, shaded: list[Window]) -> Section:
-    where, device = key
-    slug = "".join(c if c.isalnum() else "_" for c in f"{where}-{device}")
-    charts: list[Chart] = []
-    # the CPU rules aggregate by (instance, job): no host label, matched on the disk's instance
-    cpu = [Line(label, *_xy({(s.labels.get("instance", ""), ""): s for s in fetch(rule, "").values()}, (instance, "")))
-           for label, rule in CPU_RULES]
-    charts.append(time_chart(f"{slug}-cpu", f"avg-cpu ({where})", cpu, "", shaded, percent=True))
-    for chart_id, title, unit, percent, rules in DISK_CHARTS:
-        lines = [Line(label, *_xy(fetch(rule, device_m), key)) for label, rule in rules]
-        charts.append(time_chart(f"{slug}-{chart_id}", f"{device} {title}", lines, unit, shaded, percent=percent))
-    title = f"{device}" + (f" ({name})" if name else "") + (f" on {where}" if where else "")
-    return Section(title, charts=charts)
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
 
 
-def _xy(series_by_key: dict[tuple[str, str], Series], key: tuple[str, str]) -> tuple[list[float], list[float]]:
-    s = series_by_key.get(key)
-    return (s.times, s.values) if s else ([], [])
+def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firing]) -> Verdict:
+    """The latency SLA rule's verdict, with the await the samples show; no samples is "no data", never a pass."""
+    sla = sla_seconds(device)
+    reads, writes = timeline.values("r/s"), timeline.values("w/s")
+    r_await, w_await = timeline.values("r_await"), timeline.values("w_await")
+    samples = sorted((ra * r + wa * w) / (r + w) for (_, r), (_, w), (_, ra), (_, wa) in zip(reads, writes, r_await, w_await)
+                     if r + w > 0 and not math.isnan(ra + wa))
+    sla_text = humanize.latency(sla) if sla else "(threshold unknown)"
+    if above:
+        return Verdict("sla", False, f"{label}: latency SLA NOT met: await above {sla_text} from {fmt_time(above[0].start)} UTC "
+                       f"({above[0].alertname})", {"device": device})
+    if not samples:
+        return Verdict("sla", None, f"{label}: latency SLA: no data (no I/O completed, so no await)", {"device": device})
+    worst = samples[min(len(samples) - 1, int(0.99 * len(samples)))]
+    if sla and worst / 1000 > sla:  # above the line, but not for as long as the rule's for: asks
+        above_s = sum(1 for x in samples if x / 1000 > sla) * (timeline.interval or 0)
+        return Verdict("sla", None, f"{label}: latency SLA not failed by the rule: await above {sla_text} for about "
+                       f"{format_duration(above_s)}, shorter than the rule asks before it fires; "
+                       f"await p99 {humanize.latency(worst / 1000)}",
+                       {"device": device})
+    return Verdict("sla", True, f"{label}: latency SLA met: no sustained await above {sla_text}; "
+                   f"await p99 {humanize.latency(worst / 1000)} "
+                   "over the samples with I/O", {"device": device})
 
 
-def fio_windows(prom: Prometheus, start: float, end: float, step: float, host_m: str) -> list[tuple[str, float, float]]:
-    out = []
-    for s in prom.range(f'fio_run_running{{{host_m.lstrip(",")}}} == 1', start, end, step):
-        label = s.labels.get("jobname", "fio") + (f" ({s.labels['target']})" if s.labels.get("target") else "")
-        out += [(label, a, b) for a, b in spans(s.times, step)]
-    return sorted(out, key=lambda r: r[1])
+def device_section(label: str, timeline: Timeline, runs: list[RunWindow], device_phases: list[Phase],
+                   span: tuple[float, float]) -> Section:
+    slug = _slug(f"{timeline.host}-{timeline.device}")
+    shaded = [Window(r.label, r.start, r.end) for r in runs]
+
+    def lines(*columns: str, scale: float = 1.0) -> list[Line]:
+        return [Line(c, [t for t, _ in timeline.values(c)], [v * scale for _, v in timeline.values(c)]) for c in columns]
+
+    charts = [
+        time_chart(f"{slug}-iops", f"{timeline.device} IOPS", lines("r/s", "w/s"), "", shaded, formatter=humanize.count_axis("IO/s"),
+                   ylabel="IO/s", span=span),
+        time_chart(f"{slug}-throughput", f"{timeline.device} throughput (MiB/s)", lines("rkB/s", "wkB/s", scale=1 / 1024), "", shaded,
+                   formatter=humanize.count_axis("MiB/s"), ylabel="MiB/s", span=span),
+        time_chart(f"{slug}-await", f"{timeline.device} await", lines("r_await", "w_await"), "", shaded,
+                   formatter=humanize.latency_axis(), span=span),
+        time_chart(f"{slug}-util", f"{timeline.device} %util", lines("util"), "", shaded, formatter=PercentFormatter(100), span=span),
+        time_chart(f"{slug}-queue", f"{timeline.device} queue size (aqu-sz)", lines("aqu-sz"), "", shaded,
+                   formatter=humanize.count_axis(""), span=span),
+    ]
+    table = Table(PHASE_COLUMNS, phase_rows(device_phases))
+    note = [f"Downsampled: at most {MAX_POINTS} points per series, each bucket's minimum and maximum kept."] if timeline.downsampled else []
+    return Section(label, charts=charts, tables=[table] if device_phases else [], lines=note)
+
+
+MIN_LIVE_INTERVAL = 2.0  # below it a rate spans two scrapes (see timeline.from_counters): iostat's customary 2 s
+COUNTERS = {  # DiskCounters field <- node_exporter counter
+    "reads": "node_disk_reads_completed_total", "writes": "node_disk_writes_completed_total",
+    "read_bytes": "node_disk_read_bytes_total", "write_bytes": "node_disk_written_bytes_total",
+    "read_seconds": "node_disk_read_time_seconds_total", "write_seconds": "node_disk_write_time_seconds_total",
+    "io_seconds": "node_disk_io_time_seconds_total", "weighted_seconds": "node_disk_io_time_weighted_seconds_total",
+}
+CPU_MODE_OF = {"user": "user", "nice": "nice", "system": "system", "irq": "system", "softirq": "system", "iowait": "iowait",
+               "steal": "steal", "idle": "idle"}
+
+
+def live_timelines(prom: Prometheus, start: float, end: float, host: str | None,
+                   devices: list[str] | None) -> tuple[list[Timeline], list[CpuTimeline], bool]:
+    """node_exporter's raw counter samples -> per-scrape iostat columns, per (host, device); and avg-cpu per host."""
+    for by_instance in (False, True):
+        host_m, device_m = _matchers(host, devices, by_instance)
+        raw: dict[tuple[str, str], dict[float, dict[str, float]]] = {}
+        for field_name, metric in COUNTERS.items():
+            for s in prom.samples(f"{metric}{{{device_m.lstrip(',')}}}", start, end):
+                by_time = raw.setdefault(_key(s.labels), {})
+                for t, v in zip(s.times, s.values):
+                    by_time.setdefault(t, {})[field_name] = v
+        if raw or not host:
+            break
+    timelines = []
+    for (where, device), by_time in raw.items():
+        samples = [(t, DiskCounters(**c)) for t, c in sorted(by_time.items()) if len(c) == len(COUNTERS)]
+        timelines.append(from_counters(where, device, samples, MIN_LIVE_INTERVAL))
+    cpu_raw: dict[str, dict[float, dict[str, float]]] = {}
+    for s in prom.samples(f"node_cpu_seconds_total{{{host_m.lstrip(',')}}}", start, end):
+        mode = CPU_MODE_OF.get(s.labels.get("mode", ""))
+        if mode:
+            by_time = cpu_raw.setdefault(_key(s.labels)[0], {})
+            for t, v in zip(s.times, s.values):
+                by_time.setdefault(t, {})[mode] = by_time.get(t, {}).get(mode, 0.0) + v
+    cpus = [cpu_from_counters(where, sorted(by_time.items())) for where, by_time in cpu_raw.items()]
+    return timelines, cpus, by_instance
+
+
+def live_runs(prom: Prometheus, start: float, end: float, step: float, host_m: str) -> list[RunWindow]:
+    """Every run in the window from the exporter's run windows (start and end as published), plus one still running."""
+    selector = host_m.lstrip(",")
+    runs: dict[tuple, RunWindow] = {}
+    starts = {_run_id(s.labels): s for s in prom.range(f"fio_run_start_timestamp_seconds{{{selector}}}", start, end, step)}
+    ends = {_run_id(s.labels): s for s in prom.range(f"fio_run_end_timestamp_seconds{{{selector}}}", start, end, step)}
+    iops = {_run_id(s.labels): s for s in prom.range(f"sum by (host, instance, target, device, hostname, jobname) "
+                                                     f"(fio_iops{{ddir!=\"sync\"{host_m}}})", start, end + step, step)}
+    for run_id, s in starts.items():
+        end_series = ends.get(run_id)
+        for t, a in zip(s.times, s.values):
+            b = _value_at(end_series, t)
+            if b is None or b < a or not (start <= b and a <= end) or a <= 0:
+                continue
+            if (run_id, a) not in runs:
+                measured = _value_at(iops.get(run_id) or next((x for k, x in iops.items() if k[3:] == run_id[3:]), None),
+                                     b + step, after=True)
+                runs[(run_id, a)] = RunWindow(run_id[4], a, b, device=run_id[3], host=run_id[0], target=run_id[2], iops=measured)
+    # fio_run_running, scrape by scrape: the run as the exporter saw it. The start gauge is fio's end minus its
+    # runtime, which leaves file layout out and, for numjobs under group_reporting, counts every clone's runtime;
+    # a span with no published window is a run still in progress
+    for s in prom.samples(f"fio_run_running{{{selector}}}", start, end):
+        run_id = _run_id(s.labels)
+        on = [t for t, v in zip(s.times, s.values) if v == 1]
+        gap = statistics.median([b - a for a, b in zip(s.times, s.times[1:])] or [step])
+        for a, b in spans(on, gap):  # from the first to the last scrape that saw it running
+            matched = [r for (rid, _), r in runs.items() if rid == run_id and r.start <= b + gap and a <= r.end + gap]
+            for r in matched:  # the published start/end where they agree with what the scrapes saw, else the scrapes
+                r.start = r.start if a - gap < r.start <= a else a
+                r.end = r.end if b <= r.end <= b + gap else b
+            if not matched:
+                runs[(run_id, a)] = RunWindow(run_id[4], a, min(b, end), device=run_id[3], host=run_id[0], target=run_id[2])
+    return sorted(runs.values(), key=lambda r: r.start)
+
+
+def _run_id(labels: dict[str, str]) -> tuple[str, str, str, str, str]:
+    return (labels.get("host") or labels.get("instance", ""), labels.get("hostname", ""), labels.get("target", ""),
+            labels.get("device", ""), labels.get("jobname", "fio"))
+
+
+def _value_at(series: Series | None, t: float, after: bool = False) -> float | None:
+    if series is None:
+        return None
+    for ts, v in zip(series.times, series.values):
+        if ts >= t if after else abs(ts - t) < 1e-6:
+            return v
+    return series.values[-1] if after and series.values else None
 
 
 def device_names(prom: Prometheus, at: float, host_m: str) -> dict[str, str]:
@@ -236,22 +359,35 @@ def declared_limits(prom: Prometheus, start: float, end: float, device_m: str) -
 
 
 def fio_sla_verdicts(prom: Prometheus, start: float, end: float, host_m: str) -> list[Verdict]:
-    """fio's own p99 completion latency in the window against the target's declared SLA."""
+    """fio's own p99 completion latency against the SLA its target declared; only where one is declared, and never for
+    a job that measures fdatasync (etcd-wal): that one is judged by etcd's line."""
     window = f"{int(end - start) + 1}s"
+    sync_jobs = {s.labels.get("jobname", "") for s in prom.instant(
+        f'max by (jobname) (max_over_time(fio_run_latency_seconds{{ddir="sync"{host_m}}}[{window}]))', end)}
     sla = {s.labels.get("jobname", ""): s.values[0] for s in prom.instant(
         f'max by (jobname) (max_over_time(fio_sla_latency_seconds{{{host_m.lstrip(",")}}}[{window}]))', end) if s.values[0] > 0}
     worst = {s.labels.get("jobname", ""): s.values[0] for s in prom.instant(
         f'max by (jobname) (max_over_time(fio_run_latency_seconds{{stage="clat",quantile="0.99",ddir!="sync"{host_m}}}[{window}]))', end)}
-    return [Verdict("fio-sla", worst[job] <= line, f"fio {job}: p99 {fmt_eng(worst[job], 's')} against its SLA {fmt_eng(line, 's')}: "
-                    + ("met" if worst[job] <= line else "NOT met"), {"jobname": job}) for job, line in sorted(sla.items()) if job in worst]
+    return [Verdict("fio-sla", worst[job] <= line, f"fio {job}: p99 {humanize.latency(worst[job])} against the SLA its target declares "
+                    f"({humanize.latency(line)}): " + ("met" if worst[job] <= line else "NOT met"), {"jobname": job})
+            for job, line in sorted(sla.items()) if job in worst and job not in sync_jobs]
 
 
-def fsync_verdict(prom: Prometheus, fired: list[Firing], start: float, end: float, host_m: str) -> Verdict:
+def fsync_verdicts(prom: Prometheus, fired: list[Firing], start: float, end: float, host_m: str) -> list[Verdict]:
+    """Every fdatasync measurement in the window (etcd-wal) with etcd's tiered verdict; the fsync alerts that fired."""
     slow = [f for f in fired if f.alertname in FSYNC_ALERTS]
+    q = (f'max by (jobname, target, device) (max_over_time(fio_run_latency_seconds{{ddir="sync",stage="lat",quantile="0.99"{host_m}}}'
+         f'[{int(end - start) + 1}s]))')
+    out = []
+    for s in sorted(prom.instant(q, end), key=lambda s: sorted(s.labels.items())):
+        verdict = fsync_verdict(s.values[0])
+        where = " on ".join(x for x in (s.labels.get("target", ""), s.labels.get("device", "")) if x)
+        out.append(Verdict("etcd-fsync", verdict.ok, f"etcd fsync: {s.labels.get('jobname', '')}{' (' + where + ')' if where else ''}: "
+                           f"{verdict.text}", {"jobname": s.labels.get("jobname", ""), "level": verdict.level,
+                                               "p99-seconds": f"{s.values[0]:.6f}"}))
     if slow:
-        return Verdict("etcd-fsync", False, f"etcd fsync: FAIL ({slow[0].alertname} from {fmt_time(slow[0].start)} UTC)")
-    q = f'max(max_over_time(fio_run_latency_seconds{{ddir="sync",stage="lat",quantile="0.99"{host_m}}}[{int(end - start) + 1}s]))'
-    measured = prom.instant(q, end)
-    if not measured:
-        return Verdict("etcd-fsync", None, "etcd fsync: no fdatasync measurement in the window")
-    return Verdict("etcd-fsync", True, f"etcd fsync: pass (fdatasync p99 at most {fmt_eng(measured[0].values[0], 's')})")
+        out.append(Verdict("etcd-fsync", False, f"etcd fsync: FAIL ({slow[0].alertname} from {fmt_time(slow[0].start)} UTC)",
+                           {"level": "fail"}))
+    if not out:
+        out.append(Verdict("etcd-fsync", None, "etcd fsync: no data (no fdatasync measurement in the window)", {"level": "no data"}))
+    return out

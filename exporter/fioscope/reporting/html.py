@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from .. import __version__
 from . import ReportError
 from .charts import DPI, Chart
+from .reportjson import report_json
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Report:
     summary: list[str] = field(default_factory=list)  # what was looked at, downsampling, sources
     verdicts: list[Verdict] = field(default_factory=list)
     sections: list[Section] = field(default_factory=list)
+    json: dict = field(default_factory=dict)  # report.json beside report.html (reportjson.py)
 
 
 _env = jinja2.Environment(loader=jinja2.PackageLoader("fioscope.reporting", "templates"),
@@ -106,6 +108,7 @@ def write_report(report: Report, output: str | Path, pdf: bool = False) -> Path:
         html = _env.get_template("report.html.j2").render(
             report=report, images=images, version=__version__,
             generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
+        _atomic_write(out / "report.json", report_json(report).encode())
         _atomic_write(out / "report.html", html.encode())
         if pdf:
             buf = io.BytesIO()

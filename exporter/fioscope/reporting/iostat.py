@@ -55,8 +55,10 @@ from fioscope_mixin.units import UnitError, parse_duration
 
 from . import ReportError
 from .diagnosis import Firing, diagnosis_report, spans
+from .phases import RunWindow
 from .prometheus import Prometheus
 from .results import read_runs
+from .timeline import CpuTimeline, from_iostat_samples
 
 log = logging.getLogger("fioscope.report")
 
@@ -210,6 +212,12 @@ class FioRun:
     limits: dict
     clat_p99: dict[str, float] = field(default_factory=dict)  # ddir -> seconds
     sla_seconds: float = 0.0
+    iops: float | None = None  # fio's own, read + write + trim
+    asked: str = ""  # rate_iops, where the job paced itself
+    profile: str = ""
+
+    def window(self, host: str = "") -> RunWindow:
+        return RunWindow(self.jobname, self.start, self.end, self.device, host, self.profile, self.target, self.iops, self.asked)
 
 
 def load_fio_runs(directory: str | None) -> list[FioRun]:
@@ -228,7 +236,8 @@ def load_fio_runs(directory: str | None) -> list[FioRun]:
                     clat[ddir] = p99
             runs.append(FioRun(job.jobname, note.target, note.device, run.start_timestamp, run.end_timestamp,
                                job.percentile("sync", "lat"), note.limits.as_dict() if note.limits else {},
-                               clat, note.sla_latency_seconds))
+                               clat, note.sla_latency_seconds, job.total_iops, job.options.get("rate_iops", ""),
+                               note.profile or Path(run.source).stem))
     return runs
 
 
@@ -238,8 +247,9 @@ def fio_series(runs: list[FioRun], host: str, start: float, end: float) -> dict[
     for run in runs:
         base = {"job": "fioscope", "instance": f"fioscope:{host}", "host": host, "jobname": run.jobname,
                 "target": run.target, "device": run.device}
-        running = out.setdefault("fio_run_running", {}).setdefault(_labels(**base), [])
-        running += [(t, 1.0 if run.start <= t <= run.end else 0.0) for t in times]
+        # two runs of one profile share their labels: one series, 1 wherever either ran (not two interleaved series)
+        running = out.setdefault("fio_run_running", {}).setdefault(_labels(**base), [(t, 0.0) for t in times])
+        running[:] = [(t, 1.0 if v or run.start <= t <= run.end else 0.0) for t, v in running]
         after = [t for t in times if t >= run.end]
         for ddir, p99 in run.clat_p99.items():
             clat_series = _labels(**base, ddir=ddir, stage="clat", quantile="0.99")
@@ -430,9 +440,13 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
             prom = Prometheus(prom_server.url, flag="temporary Prometheus")
             declared = {r.device: ", ".join(f"{k} {v}" for k, v in r.limits.items() if v) for r in runs if r.device and r.limits}
             source = ", ".join(paths) + (f" + fio results {results}" if results else "")
+            timelines = [t for c in captures for t in from_iostat_samples(c.host, [(s.timestamp, s.disks) for s in c.samples])]
+            cpus = [CpuTimeline(c.host, {m: [(s.timestamp, s.cpu.get(m, 0.0)) for s in c.samples] for m in CPU_MODES}) for c in captures]
             report = diagnosis_report(prom, start, end, None, devices,
                                       firings=lambda step: evaluate_alerts(prom, alerting, start, end, step),
-                                      source=f"offline from {source}", declared=declared, min_step=eval_interval)
+                                      source=f"offline from {source}", declared=declared, min_step=eval_interval,
+                                      timelines=timelines, cpus=cpus, runs=[r.window(hosts[0]) for r in runs],
+                                      resolution="every iostat sample")
         finally:
             prom_server.stop()
     report.summary.insert(0, f"Offline: {sum(len(c.samples) for c in captures)} iostat samples from host(s) {', '.join(hosts)}; "

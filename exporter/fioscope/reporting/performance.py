@@ -11,7 +11,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from . import humanize
 from .charts import response_chart, uses_bandwidth
+from .fsync import fsync_verdicts
 from .html import Report, Section, Table, Verdict
 from .results import Point, Sample, Workload, curves, skipped_lines
 
@@ -54,21 +56,15 @@ def facts(points: list[Point], bandwidth: bool, latency_target: float | None) ->
     return CurveFacts(knee(points, bandwidth), peak, at_70, best)
 
 
-def fmt_eng(value: float, unit: str) -> str:
-    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"0 {unit}"
-
-
 def fmt_point(p: Point, bandwidth: bool) -> str:
-    rate = fmt_eng(p.bw, "B/s") if bandwidth else fmt_eng(p.iops, "IOPS")
-    return f"qd {p.depth}: {rate} at mean {fmt_eng(p.lat_mean, 's')}, p99 {fmt_eng(p.lat_p99, 's')}"
+    rate = humanize.mib_per_s(p.bw) if bandwidth else humanize.count(p.iops, "IOPS")
+    return f"qd {p.depth}: {rate} at mean {humanize.latency(p.lat_mean)}, p99 {humanize.latency(p.lat_p99)}"
 
 
 def point_table(points: list[Point]) -> Table:
-    rows = [[str(p.depth), str(p.repeats), f"{p.iops:.0f} ± {p.iops_sd:.0f}", f"{fmt_eng(p.bw, 'B/s')} ± {fmt_eng(p.bw_sd, 'B/s')}",
-             f"{fmt_eng(p.lat_mean, 's')} ± {fmt_eng(p.lat_sd, 's')}", fmt_eng(p.lat_p99, "s")] for p in points]
+    rows = [[str(p.depth), str(p.repeats), f"{humanize.count(p.iops)} ± {humanize.count(p.iops_sd)}",
+             f"{humanize.mib_per_s(p.bw)} ± {humanize.mib_per_s(p.bw_sd)}",
+             f"{humanize.latency(p.lat_mean)} ± {humanize.latency(p.lat_sd)}", humanize.latency(p.lat_p99)] for p in points]
     return Table(["queue depth", "runs", "IOPS", "bandwidth", "mean latency", "p99 latency"], rows)
 
 
@@ -83,8 +79,8 @@ def workload_section(workload: Workload, points: list[Point], latency_target: fl
     ]
     if latency_target:
         verdicts.append(Verdict("latency-target", f.meets_target is not None,
-                                f"Best point with p99 ≤ {fmt_eng(latency_target, 's')}: {fmt_point(f.meets_target, bandwidth)}"
-                                if f.meets_target else f"No point meets p99 ≤ {fmt_eng(latency_target, 's')}",
+                                f"Best point with p99 ≤ {humanize.latency(latency_target)}: {fmt_point(f.meets_target, bandwidth)}"
+                                if f.meets_target else f"No point meets p99 ≤ {humanize.latency(latency_target)}",
                                 {"depth": f.meets_target.depth} if f.meets_target else {}))
     chart = response_chart(f"curve-{workload.slug}", workload.title, [("", points)], bandwidth,
                            marks=[("knee", f.knee), (PEAK_LABEL, f.at_70)], latency_target=latency_target)
@@ -93,12 +89,13 @@ def workload_section(workload: Workload, points: list[Point], latency_target: fl
 
 def performance_report(samples: list[Sample], source: str, latency_target: float | None) -> Report:
     by_workload = curves(samples)
-    report = Report("performance", f"fio performance report — {source}")
+    report = Report("performance", f"fio performance — {source}")
     files = len({s.source for s in samples})
     report.summary.append(f"{len(samples)} job results from {files} file(s) in {source}, {len(by_workload)} workload(s). "
                           "Error bars: the standard deviation across repeated runs where a point was run more than once, "
                           "else fio's own (iops_stddev / bw_dev over its samples, clat_ns stddev).")
     report.summary += skipped_lines(samples)
     report.sections = [workload_section(w, points, latency_target) for w, points in by_workload.items()]
+    report.verdicts += fsync_verdicts([s.source for s in samples])  # an etcd-wal result is judged on fdatasync, not clat
     return report
 

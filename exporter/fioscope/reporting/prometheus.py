@@ -69,6 +69,15 @@ class Prometheus:
             out.append(Series(r.get("metric", {}), [t for t, _ in values], [v for _, v in values]))
         return out
 
+    def samples(self, selector: str, start: float, end: float) -> list[Series]:
+        """Every raw sample of ``selector`` in (start, end], at the times it was scraped (a range-vector query)."""
+        data = self._get("/api/v1/query", {"query": f"{selector}[{max(1, math.ceil(end - start))}s]", "time": f"{end:.3f}"})
+        out = []
+        for r in data.get("result", []) if data.get("resultType") == "matrix" else []:
+            values = [(float(t), float(v)) for t, v in r.get("values", [])]
+            out.append(Series(r.get("metric", {}), [t for t, _ in values], [v for _, v in values]))
+        return out
+
     def instant(self, query: str, at: float) -> list[Series]:
         data = self._get("/api/v1/query", {"query": query, "time": f"{at:.3f}"})
         return [Series(r.get("metric", {}), [float(r["value"][0])], [float(r["value"][1])]) for r in data.get("result", [])

@@ -1,0 +1,49 @@
+"""etcd's tiered verdict on fdatasync p99: one rule for ``fioscope run``, every report and the alerts.
+
+etcd's hardware guidance: WAL fdatasync p99 below 10 ms. The rules warn from 80 % of that line
+(8 ms, ``FioscopeFsyncNearEtcdLimit``) and fail above it (``FioscopeFsyncTooSlowForEtcd``); both
+figures come from alerts/config.yaml (``thresholds.etcd_fsync_p99_seconds``,
+``etcd_fsync_warning_ratio``). A threshold the user gives (``--fsync.threshold``) replaces the
+line and is named as theirs, never as etcd's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fioscope_mixin.settings import load_settings
+
+
+@dataclass(frozen=True)
+class FsyncVerdict:
+    level: str  # pass, warning, fail, no data
+    ok: bool | None  # warning is not a failure; None: no data
+    text: str
+
+
+def etcd_lines() -> tuple[float, float]:
+    """(fail line, warning line) in seconds from alerts/config.yaml (the one place for both; SettingsError if unreadable)."""
+    thresholds = load_settings()["thresholds"]
+    line = float(thresholds["etcd_fsync_p99_seconds"])
+    return line, line * float(thresholds["etcd_fsync_warning_ratio"])
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
+
+
+def fsync_verdict(p99: float | None, user_threshold: float | None = None) -> FsyncVerdict:
+    """fdatasync p99 against etcd's tiers, or against the user's own threshold where one is given."""
+    if p99 is None:
+        return FsyncVerdict("no data", None, "fdatasync p99: no data")
+    if user_threshold is not None:
+        ok = p99 <= user_threshold
+        mine = f"your threshold {_ms(user_threshold)}, --fsync.threshold"
+        return FsyncVerdict("pass" if ok else "fail", ok, f"fdatasync p99 {_ms(p99)} ({mine}): {'pass' if ok else 'FAIL'}")
+    line, warning = etcd_lines()
+    tiers = f"etcd: warning from {_ms(warning)}, fail above {_ms(line)}"
+    if p99 > line:
+        return FsyncVerdict("fail", False, f"fdatasync p99 {_ms(p99)} ({tiers}): FAIL")
+    if p99 >= warning:
+        return FsyncVerdict("warning", True, f"fdatasync p99 {_ms(p99)} ({tiers}): WARNING")
+    return FsyncVerdict("pass", True, f"fdatasync p99 {_ms(p99)} ({tiers}): pass")

@@ -1,0 +1,60 @@
+"""Numbers as a person reads them in a report, in the units ``fioscope run`` prints.
+
+Bytes are binary (KiB, MiB/s), latency in µs/ms/s, counts never carry a milli prefix
+("0.4 IO/s", not "400 mIO/s"). Charts use the matplotlib formatters below for the same units.
+"""
+
+from __future__ import annotations
+
+import math
+
+from matplotlib.ticker import FuncFormatter
+
+
+def count(value: float, unit: str = "") -> str:
+    """1,234 / 12.3 / 0.4 (+ unit): thousands separated, no SI prefix below one."""
+    if not math.isfinite(value):
+        return f"{value} {unit}".strip()
+    text = "0" if value == 0 else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 1 else f"{value:.2f}"
+    return f"{text} {unit}".strip()
+
+
+def latency(seconds: float | None) -> str:
+    """µs below a millisecond, ms below a second, else s."""
+    if seconds is None or not math.isfinite(seconds):
+        return "n/a"
+    if seconds == 0:
+        return "0"
+    if abs(seconds) < 1e-3:
+        return f"{seconds * 1e6:.3g} µs"
+    if abs(seconds) < 1:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds:.3g} s"
+
+
+def binary(value: float, unit: str = "B") -> str:
+    """Bytes with binary prefixes: 46.1 MiB/s, 4 KiB."""
+    for scale, prefix in ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def mib_per_s(bytes_per_second: float) -> str:
+    return f"{bytes_per_second / 2**20:.1f} MiB/s"
+
+
+def count_axis(unit: str) -> FuncFormatter:
+    """Axis ticks for counts per second: 0, 350, 1.2k (never 50m)."""
+    def fmt(value: float, _pos: object) -> str:
+        if abs(value) >= 1e6:
+            return f"{value / 1e6:g}M"
+        if abs(value) >= 1e4:
+            return f"{value / 1e3:g}k"
+        return f"{value:g}"
+    return FuncFormatter(lambda v, p: f"{fmt(v, p)}{(' ' + unit) if unit and v == 0 else ''}")
+
+
+def latency_axis() -> FuncFormatter:
+    """Axis ticks for latency given in milliseconds (iostat's await)."""
+    return FuncFormatter(lambda v, _p: "0" if v == 0 else f"{v * 1000:g} µs" if v < 1 else f"{v:g} ms")

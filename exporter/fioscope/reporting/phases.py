@@ -1,0 +1,173 @@
+"""Run windows, the idle and load phases they cut a device's timeline into, and the headline.
+
+The support engineer's method compares idle with load: a device's timeline is cut at the
+windows of the fio runs that loaded it (each run exactly as it ran, from its start and end),
+the gaps between them are idle phases, and each phase gets the method's figures side by side:
+IOPS, MiB/s, await, util, aqu-sz. A sample stamped ``t`` covers ``(t - interval, t]``: it counts
+for a load phase where at least half its interval lies inside the run (or half of a run shorter
+than one interval lies inside it), and for an idle phase only where its interval touches no run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from dataclasses import dataclass, field
+
+from . import humanize
+from .timeline import Timeline
+
+# an idle phase is clean below these (background noise of a quiet system)
+IDLE_IOPS = 50.0
+IDLE_UTIL = 5.0
+# a device no run loaded, no alert named and whose util stayed below this is idle: one line, no charts
+IDLE_DEVICE_UTIL = 5.0
+
+
+@dataclass
+class RunWindow:
+    """One fio job of one run, as it ran."""
+
+    job: str  # fio's jobname (the profile's section)
+    start: float
+    end: float
+    device: str = ""  # the device holding the target ("" unknown: shaded on every device)
+    host: str = ""
+    profile: str = ""
+    target: str = ""
+    iops: float | None = None  # what fio measured (read + write)
+    asked: str = ""  # fio's rate_iops, where the job paced itself
+
+    @property
+    def label(self) -> str:
+        rate = f"{humanize.count(self.iops)} IOPS" if self.iops is not None else ""
+        if self.asked:
+            rate += f" (asked {self.asked})"
+        return f"{self.job} {rate}".strip()
+
+    def loads(self, device: str) -> bool:
+        return not self.device or self.device == device
+
+
+@dataclass
+class Phase:
+    kind: str  # idle, load
+    label: str
+    start: float
+    end: float
+    stats: dict[str, float] = field(default_factory=dict)  # mean of each column; "peak-iops"; "samples"
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
+
+
+def phase_stats(timeline: Timeline, keep) -> dict[str, float]:
+    """Means of the columns over the samples ``keep(t)`` selects, plus peak IOPS and the sample count."""
+    stats: dict[str, float] = {}
+    for column, points in timeline.series.items():
+        stats[column] = _mean([v for t, v in points if keep(t)])
+    iops = [v for t, v in timeline.iops() if keep(t)]
+    stats["iops"] = _mean(iops)
+    stats["peak-iops"] = max(iops) if iops else float("nan")
+    stats["samples"] = float(len(iops))
+    return stats
+
+
+def phases(timeline: Timeline, runs: list[RunWindow], start: float, end: float) -> list[Phase]:
+    """Idle and load phases of one device over [start, end], in time order."""
+    interval = timeline.interval or 1.0
+    mine = sorted((r for r in runs if r.loads(timeline.device)), key=lambda r: r.start)
+    out: list[Phase] = []
+    cursor = start
+    for run in mine:
+        if run.start - cursor >= interval:
+            out.append(Phase("idle", "idle", cursor, run.start))
+        out.append(Phase("load", run.label, run.start, run.end))
+        cursor = max(cursor, run.end)
+    if end - cursor >= interval:
+        out.append(Phase("idle", "idle", cursor, end))
+
+    def touches_run(t: float) -> bool:
+        return any(r.start < t and t - interval < r.end for r in mine)
+
+    for i, phase in enumerate(out):
+        if phase.kind == "load":
+            # at least half the sample's interval inside the run, or half the run inside the sample (a 2 s run, 5 s samples)
+            phase.stats = phase_stats(timeline, lambda t, p=phase: min(t, p.end) - max(t - interval, p.start)
+                                      >= min(interval, p.end - p.start) / 2)
+        else:
+            phase.stats = phase_stats(timeline, lambda t, p=phase: p.start < t <= p.end + interval and not touches_run(t))
+            phase.label = f"idle {sum(1 for q in out[:i + 1] if q.kind == 'idle')}"
+    return [p for p in out if p.stats.get("samples")]
+
+
+def idle_is_clean(phase: Phase) -> bool:
+    return phase.stats["iops"] < IDLE_IOPS and phase.stats["util"] < IDLE_UTIL
+
+
+def is_idle_device(timeline: Timeline, runs: list[RunWindow], named_by_alerts: bool) -> bool:
+    if named_by_alerts or any(r.device == timeline.device for r in runs):
+        return False
+    util = [v for _, v in timeline.values("util")]
+    return not util or max(util) < IDLE_DEVICE_UTIL
+
+
+def throttled_spans(firing_windows: list[tuple[float, float]], device_phases: list[Phase]) -> list[tuple[float, float]]:
+    """When the device was throttled, as a person tells it: a firing during a load phase stands for that whole phase
+    (the rule fires after its ``for:`` and holds a rate window past the run's end); a firing outside fio's load as it is."""
+    out = set()
+    for a, b in firing_windows:
+        loads = [p for p in device_phases if p.kind == "load" and p.start <= b and a <= p.end + 120]
+        out |= {(p.start, p.end) for p in loads} or {(a, b)}
+    return sorted(out)
+
+
+def hhmmss(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%H:%M:%S")
+
+
+def headline(timeline: Timeline, device_phases: list[Phase], throttled: list[tuple[float, float]], alerts: str) -> tuple[bool | None, str]:
+    """One sentence a person reads first: (ok, text); ok None where there is no data. ``throttled``: ``throttled_spans``."""
+    name = timeline.device
+    if not any(timeline.series.values()):
+        return None, f"{name}: no data"
+    idle = [p for p in device_phases if p.kind == "idle"]
+    loads = [p for p in device_phases if p.kind == "load"]
+    if idle:
+        noisy = [p for p in idle if not idle_is_clean(p)]
+        noise = "; ".join(f"{p.label}: {humanize.count(p.stats['iops'])} IO/s, util {p.stats['util']:.0f} %" for p in noisy[:3])
+        idle_text = "idle periods were clean" if not noisy else f"idle periods were not quiet ({noise})"
+    else:
+        idle_text = "no idle period to compare with"
+    if throttled:
+        a, b = min(s for s, _ in throttled), max(e for _, e in throttled)
+
+        def during(column: str) -> float:
+            return statistics.median([v for t, v in timeline.values(column) if any(s <= t <= e for s, e in throttled)] or [0.0])
+
+        return False, (f"{name} was throttled from {hhmmss(a)} to {hhmmss(b)} UTC at ~{humanize.count(during('r/s'))} reads/s "
+                       f"and ~{humanize.count(during('w/s'))} writes/s ({alerts}); {idle_text}")
+    if loads:
+        peak = max(p.stats["peak-iops"] for p in loads)
+        worst = max(max(p.stats["r_await"], p.stats["w_await"]) for p in loads)
+        return True, (f"{name} carried {len(loads)} fio run(s), peak {humanize.count(peak)} IO/s at mean await up to "
+                      f"{humanize.latency(worst / 1000)}; not throttled; {idle_text}")
+    iops = [v for _, v in timeline.iops()]
+    util = [v for _, v in timeline.values("util")]
+    return True, (f"{name}: no fio run on it; {humanize.count(_mean(iops))} IO/s and util {_mean(util):.0f} % on average "
+                  f"(peak {humanize.count(max(iops, default=0))} IO/s); not throttled")
+
+
+PHASE_COLUMNS = ["phase", "from–to (UTC)", "IOPS (peak)", "r/s", "w/s", "MiB/s", "r_await", "w_await", "util", "aqu-sz"]
+
+
+def phase_rows(device_phases: list[Phase]) -> list[list[str]]:
+    rows = []
+    for p in device_phases:
+        s = p.stats
+        rows.append([p.label, f"{hhmmss(p.start)}–{hhmmss(p.end)}", f"{humanize.count(s['iops'])} ({humanize.count(s['peak-iops'])})",
+                     humanize.count(s["r/s"]), humanize.count(s["w/s"]), f"{(s['rkB/s'] + s['wkB/s']) / 1024:.1f}",
+                     humanize.latency(s["r_await"] / 1000), humanize.latency(s["w_await"] / 1000), f"{s['util']:.0f} %",
+                     f"{s['aqu-sz']:.1f}"])
+    return rows
