@@ -293,3 +293,25 @@ def write(files: list[CorpusFile], directory: Path, mtime: float | None = None) 
         path.write_bytes(f.data)
         if mtime is not None:
             os.utime(path, (mtime, mtime))
+
+
+# ---- hostile web configs (--web.config.file): each must be refused, at start and on a hot reload ----------
+def hostile_web_configs(good: str) -> list[tuple[str, str]]:
+    """(name, text) of web config files that must never take effect; ``good`` is a working config's text
+    (TLS and basic auth) with ``basic_auth_users`` after ``tls_server_config``."""
+    cut = good.index("basic_auth_users")
+    return [
+        ("empty", ""),
+        ("whitespace", "\n  \n"),
+        ("comments-only", "# nothing here\n"),
+        ("null", "null\n"),
+        ("truncated-before-users", good[:cut]),  # valid YAML: TLS without basic auth
+        ("truncated-mid-hash", good[: good.index("$2", cut) + 12] + "\n"),
+        ("list", "- tls_server_config\n"),
+        ("scalar", "tls_server_config\n"),
+        ("users-not-mapping", "basic_auth_users: [prometheus]\n"),
+        ("tls-not-mapping", "tls_server_config: yes\nbasic_auth_users: {}\n"),
+        ("only-headers", "http_server_config:\n  headers: {X-Frame-Options: deny}\n"),
+        ("broken-yaml", "basic_auth_users: [broken\n"),
+        ("binary", "\x00\x01\x02\xff"),
+    ]

@@ -200,3 +200,67 @@ def test_changed_web_config_takes_effect_without_restart(web_config, tmp_path):
         proc.terminate()
         _, err = proc.communicate(timeout=10)
     assert "keeping the previous web config" in err
+
+
+def _health(url: str, context: ssl.SSLContext) -> dict:
+    from conftest import parse_exposition
+
+    status, body, _ = get(url, context, "prometheus", PASSWORD)
+    assert status == 200
+    m = parse_exposition(body)
+    return {k[0]: v for k, v in m.items() if k[0].startswith("fioscope_web_config")}
+
+
+def test_an_emptied_truncated_or_invalid_web_config_never_opens_the_exporter(web_config, tmp_path):
+    """Never fail open: every hostile file (tests/corpus.py) is ignored on reload like broken YAML; TLS and auth stay."""
+    import corpus
+
+    path = tmp_path / "web.yml"
+    for name in ("server.crt", "server.key"):
+        shutil.copy(web_config.parent / name, tmp_path / name)
+    good = web_config.read_text()
+    path.write_text(good)
+    port = free_port()
+    proc = start(fioscope_serve(port, path, tmp_path), port, web_config, tmp_path)
+    hostile = [*corpus.hostile_web_configs(good), ("unreadable", None)]
+    try:
+        url, context = f"https://127.0.0.1:{port}/metrics", tls_context(web_config)
+        assert _health(url, context) == {"fioscope_web_config_reload_failures_total": 0.0,
+                                         "fioscope_web_config_last_reload_successful": 1.0}
+        for index, (name, text) in enumerate(hostile, 1):
+            if text is None:  # a directory where the file was: cannot be read
+                path.unlink()
+                path.mkdir()
+            else:
+                path.write_text(text)
+            time.sleep(1.3)  # the file is checked at most once a second, on a connection
+            get(url, context)  # that connection triggers the check
+            assert get(url, context)[0] == 401, name  # over TLS, still asking for the password
+            assert get(url, context, "prometheus", "wrong")[0] == 401, name
+            health = _health(url, context)
+            assert health["fioscope_web_config_reload_failures_total"] == index, name
+            assert health["fioscope_web_config_last_reload_successful"] == 0, name
+        path.rmdir()
+        path.write_text(good)  # a good file again: taken, and the gauge says so
+        time.sleep(1.3)
+        get(url, context)
+        assert wait_for(lambda: _health(url, context)["fioscope_web_config_last_reload_successful"] == 1, 5, what="good reload")
+        assert get(url, context)[0] == 401
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    lines = [line for line in err.splitlines() if "keeping the previous web config" in line]
+    assert len(lines) == len(hostile), err  # one line per bad file, naming it
+    assert all(str(path) in line for line in lines), [line for line in lines if str(path) not in line]
+
+
+@pytest.mark.parametrize("name", ["empty", "comments-only", "only-headers", "list"])
+def test_a_web_config_that_secures_nothing_is_refused_at_start(name, web_config, tmp_path):
+    import corpus
+
+    text = dict(corpus.hostile_web_configs(web_config.read_text()))[name]
+    path = web_config.parent / f"start-{name}.yml"
+    path.write_text(text)
+    proc = subprocess.run(fioscope_serve(free_port(), path, tmp_path), capture_output=True, text=True, timeout=30, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and str(path) in lines[0], proc.stderr

@@ -128,7 +128,7 @@ def cmd_serve(args) -> int:
     scheduler = Scheduler(config, runner, stop) if config.schedule else None
     timer = ScrapeTimer()
     try:
-        server = serve(Exposition(store, timer, scan_loop, scheduler), timer, address, web)
+        server = serve(Exposition(store, timer, scan_loop, scheduler, web.status if web else None), timer, address, web)
         if web is None and not is_loopback(parse_listen_address(address)[0]):
             log.warning("listening on %s beyond loopback without TLS or authentication: give --web.config.file", address)
     except (OSError, ValueError) as exc:

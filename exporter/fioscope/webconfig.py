@@ -16,8 +16,12 @@ Supported: ``cert_file``/``key_file`` (or inline ``cert``/``key``), ``client_aut
 fioscope speaks HTTP/1.1). Options named in the format that fioscope cannot honour
 (Go cipher and curve names, SAN pinning, rate limits) are an error, never silently ignored.
 As in exporter-toolkit, a changed file (or certificate, key or CA file) takes effect without
-a restart: it is read again at most once a second, on the next connection; a file that no
-longer loads is logged and the previous settings stay.
+a restart: it is read again at most once a second, on the next connection. It never fails
+open: a file that secures nothing (empty, comments only, ``null``) is refused, at start and on
+reload; on reload a file that no longer loads (broken, truncated, schema-invalid, unreadable)
+or that would turn TLS or basic auth off is logged in one line naming it, counted
+(``fioscope_web_config_reload_failures_total``, ``fioscope_web_config_last_reload_successful``)
+and the previous settings stay. Turning TLS or basic auth off takes a restart.
 """
 
 from __future__ import annotations
@@ -69,6 +73,14 @@ def _bcrypt(password: str, hashed: str) -> str:
 
 
 @dataclass
+class ReloadStatus:
+    """Outcome of the hot reloads, shared by every successive WebConfig (for the health metrics)."""
+
+    failures: int = 0
+    last_successful: bool = True
+
+
+@dataclass
 class WebConfig:
     path: Path
     tls: ssl.SSLContext | None = None
@@ -76,6 +88,7 @@ class WebConfig:
     headers: list[tuple[str, str]] = field(default_factory=list)
     # the files it was read from, with their mtimes: a change reloads it
     sources: dict[Path, int] = field(default_factory=dict)
+    status: ReloadStatus = field(default_factory=ReloadStatus)
     _verified: set[tuple[str, bytes]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -88,11 +101,19 @@ class WebConfig:
             return self
         try:
             fresh = load_web_config(self.path)
+            if self.tls is not None and fresh.tls is None:
+                raise WebConfigError(f"{self.path}: no tls_server_config: a reload never turns TLS off (restart fioscope for that)")
+            if self.users and not fresh.users:
+                raise WebConfigError(f"{self.path}: no basic_auth_users: a reload never turns basic auth off (restart fioscope for that)")
         except ConfigError as exc:
-            log.error("%s (keeping the previous web config)", exc)
+            log.error("%s (keeping the previous web config)", " ".join(line.strip() for line in str(exc).splitlines()))
             self.sources = {path: _mtime(path) for path in self.sources}  # logged once per change
+            self.status.failures += 1
+            self.status.last_successful = False
             return self
         log.info("%s: reloaded", self.path)
+        fresh.status = self.status
+        fresh.status.last_successful = True
         return fresh
 
     def authorized(self, authorization: str | None) -> bool:
@@ -141,7 +162,10 @@ def _only(data: dict, allowed: set[str], where: str) -> None:
 def load_web_config(path: str | Path) -> WebConfig:
     path = Path(path)
     src = str(path)
-    data = _mapping(read_yaml(path, WebConfigError), src)
+    raw = read_yaml(path, WebConfigError)
+    if raw is None:  # empty, blank, comments only or `null`: securing nothing is never what a given file means
+        raise WebConfigError(f"{src}: empty: give tls_server_config and/or basic_auth_users")
+    data = _mapping(raw, src)
     _only(data, {"tls_server_config", "http_server_config", "basic_auth_users", "rate_limit"}, src)
     if data.get("rate_limit"):
         raise WebConfigError(f"{src}: rate_limit is not supported by fioscope; remove it")
@@ -165,6 +189,8 @@ def load_web_config(path: str | Path) -> WebConfig:
         if not isinstance(hashed, str) or not hashed.startswith(_BCRYPT_PREFIXES) or not _bcrypt("", hashed).startswith("$2"):
             raise WebConfigError(f"{src}: basic_auth_users.{user}: not a bcrypt hash ($2y$...)")
         config.users[str(user)] = hashed
+    if config.tls is None and not config.users:
+        raise WebConfigError(f"{src}: secures nothing: give tls_server_config and/or basic_auth_users")
     return config
 
 
