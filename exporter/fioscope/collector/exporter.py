@@ -77,7 +77,7 @@ class ExporterCollector:
                                 value=self.timer.last_seconds)
         if self.web_status is not None:
             yield CounterMetricFamily("fioscope_web_config_reload_failures",
-                                      "Changes of --web.config.file refused (empty, broken, invalid, unreadable, or turning TLS or auth off).",
+                                      "Changes of --web.config.file refused (empty, broken, invalid, unreadable, or turning TLS/auth off).",
                                       value=self.web_status.failures)
             yield GaugeMetricFamily("fioscope_web_config_last_reload_successful",
                                     "0 while the last change of --web.config.file was refused and the previous settings serve.",
