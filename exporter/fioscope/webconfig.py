@@ -90,6 +90,7 @@ class WebConfig:
     sources: dict[Path, int] = field(default_factory=dict)
     status: ReloadStatus = field(default_factory=ReloadStatus)
     _verified: set[tuple[str, bytes]] = field(default_factory=set)
+    _failed: set[tuple[str, bytes]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def changed(self) -> bool:
@@ -112,32 +113,76 @@ class WebConfig:
             self.status.last_successful = False
             return self
         log.info("%s: reloaded", self.path)
+        fresh.keep_verified(self)
         fresh.status = self.status
         fresh.status.last_successful = True
         return fresh
 
-    def authorized(self, authorization: str | None) -> bool:
-        """Whether an ``Authorization`` header lets the request in (always, without users)."""
+    def cached_verdict(self, authorization: str | None) -> bool | None:
+        """Whether an ``Authorization`` header lets the request in, where that costs no bcrypt; None where it does.
+
+        True without users or for a (user, password) verified before; False for a malformed header
+        (not ``Basic``, not base64 or UTF-8, no colon, a NUL) or a
+        (user, password) that failed recently.
+        """
         if not self.users:
             return True
-        scheme, _, encoded = (authorization or "").partition(" ")
-        if scheme.lower() != "basic":
+        basic = _basic(authorization)
+        if basic is None:
             return False
-        try:
-            user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            return False
-        # bcrypt is slow on purpose: a verified (user, password) is remembered, as exporter-toolkit does
-        key = (user, hashlib.sha256(password.encode()).digest())
+        credentials = _key(*basic)
         with self._lock:
-            if key in self._verified:
+            if credentials in self._verified:
                 return True
+            if credentials in self._failed:
+                return False
+        return None
+
+    def authorized(self, authorization: str | None) -> bool:
+        """Whether an ``Authorization`` header lets the request in (always, without users); may cost a bcrypt."""
+        verdict = self.cached_verdict(authorization)
+        if verdict is not None:
+            return verdict
+        user, password = _basic(authorization) or ("", "")
+        credentials = _key(user, password)
         hashed = self.users.get(user)
-        ok = sep == ":" and hmac.compare_digest(_bcrypt(password, hashed or _DUMMY_HASH), hashed or "-") and hashed is not None
-        if ok:
-            with self._lock:
-                self._verified.add(key)
+        ok = hmac.compare_digest(_bcrypt(password, hashed or _DUMMY_HASH), hashed or "-") and hashed is not None
+        with self._lock:
+            remembered = self._verified if ok else self._failed
+            if len(remembered) >= MAX_REMEMBERED:  # bounded: random wrong passwords cannot grow it
+                remembered.clear()
+            remembered.add(credentials)
         return ok
+
+    def keep_verified(self, previous: WebConfig) -> None:
+        """Logins verified under ``previous`` stay verified where the user's hash did not change (no bcrypt after a reload)."""
+        with previous._lock:
+            kept = {c for c in previous._verified if self.users.get(c[0]) == previous.users.get(c[0])}
+        with self._lock:
+            self._verified |= kept
+
+
+# verified and failed (user, sha256(password)) pairs remembered, each
+MAX_REMEMBERED = 4096
+
+
+def _basic(authorization: str | None) -> tuple[str, str] | None:
+    """(user, password) of a well-formed ``Basic`` header: base64 of UTF-8 ``user:password``, no NUL."""
+    scheme, _, encoded = (authorization or "").partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    if sep != ":" or "\x00" in user + password:  # no colon: no password at all; a NUL ends a C string (bcrypt)
+        return None
+    return user, password
+
+
+def _key(user: str, password: str) -> tuple[str, bytes]:
+    """What a login is remembered by: the user and a sha256 of the password (never the password itself)."""
+    return user, hashlib.sha256(password.encode()).digest()
 
 
 def _mtime(path: Path) -> int:
