@@ -129,7 +129,8 @@ def _number_field(doc, e, rng):
 
 def _percentile_key(doc, e, rng):
     pct = _latency(e).setdefault("percentile", {})
-    pct[rng.choice(["abc", "", "sNaN", "1e999990", "NaN", "-5", "101", "0", "Infinity", "1" * 40])] = 1000
+    # "1e-999990" is in (0, 100] but was a 1,000,135-character quantile label (issue 16)
+    pct[rng.choice(["abc", "", "sNaN", "1e999990", "NaN", "-5", "101", "0", "Infinity", "1" * 40, "1e-999990", "5E-3", "99.9"])] = 1000
 
 
 def _percentile_value(doc, e, rng):

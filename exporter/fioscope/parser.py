@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -256,18 +257,22 @@ def _parse_latency(raw: dict, total_ios: int, where: str) -> Latency | None:
     return lat if lat.count > 0 else None
 
 
+# fio prints percentile keys with "%f": "99.000000", "99.990000", "100.000000"
+_PERCENT_KEY = re.compile(r"[0-9]{1,3}\.[0-9]{6}", re.ASCII)
+
+
 @functools.lru_cache(maxsize=1024)  # fio repeats the same ~20 keys in every latency object
 def quantile_label(percent: str) -> str:
-    """fio's "99.990000" -> "0.9999" (exact decimal, no float noise); ParseError unless in (0, 100]."""
-    if not isinstance(percent, str) or not 0 < len(percent) <= 32:
-        raise ParseError(f"percentile key {str(percent)[:40]!r} is not a percentage")
-    try:
-        value = Decimal(percent)
-        if not value.is_finite() or not 0 < value <= 100:
-            raise ParseError(f"percentile key {percent!r} is not in (0, 100]")
-        return format((value / 100).normalize(), "f")
-    except ArithmeticError:  # decimal.InvalidOperation and friends
-        raise ParseError(f"percentile key {percent!r} is not a number") from None
+    """fio's "99.990000" -> "0.9999" (exact decimal, no float noise); ParseError unless fio's format in (0, 100].
+
+    Only fio's own format: a key like "1e-999990" is in range, yet its exact label has a million digits.
+    """
+    if not isinstance(percent, str) or not _PERCENT_KEY.fullmatch(percent):
+        raise ParseError(f"percentile key {str(percent)[:40]!r} is not a percentage as fio writes it (e.g. 99.000000)")
+    value = Decimal(percent)
+    if not 0 < value <= 100:
+        raise ParseError(f"percentile key {percent!r} is not in (0, 100]")
+    return format((value / 100).normalize(), "f")  # at most 10 characters: "0.00000001"
 
 
 def _merge_jobs(group: list[JobResult]) -> JobResult:
