@@ -316,3 +316,37 @@ def hostile_web_configs(good: str) -> list[tuple[str, str]]:
         ("broken-yaml", "basic_auth_users: [broken\n"),
         ("binary", "\x00\x01\x02\xff"),
     ]
+
+
+# ---- hostile `stack/hosts.py add NAME NODE_ADDR FIOSCOPE_ADDR` arguments: each refused, nothing written ----------
+GOOD_NODE, GOOD_FIOSCOPE = "10.0.0.7:9100", "10.0.0.7:7963"
+HOSTILE_HOSTS = [
+    ("db-7\n", GOOD_NODE, GOOD_FIOSCOPE),  # a trailing newline made invalid file_sd YAML (issue 16)
+    ("db-7\r", GOOD_NODE, GOOD_FIOSCOPE),
+    ("db-7 ", GOOD_NODE, GOOD_FIOSCOPE),
+    (" db-7", GOOD_NODE, GOOD_FIOSCOPE),
+    ("db\t7", GOOD_NODE, GOOD_FIOSCOPE),
+    ("db-7\x1b[31m", GOOD_NODE, GOOD_FIOSCOPE),
+    ("local", GOOD_NODE, GOOD_FIOSCOPE),  # the stack's own host (stack.host of alerts/config.yaml)
+    ("../x", GOOD_NODE, GOOD_FIOSCOPE),
+    ("x" * 64, GOOD_NODE, GOOD_FIOSCOPE),
+    ("", GOOD_NODE, GOOD_FIOSCOPE),
+    ("db-7", GOOD_NODE + "\n", GOOD_FIOSCOPE),
+    ("db-7", GOOD_NODE, GOOD_FIOSCOPE + "\n"),
+    ("db-7", " " + GOOD_NODE, GOOD_FIOSCOPE),
+    ("db-7", "10.0.0.7 :9100", GOOD_FIOSCOPE),
+    ("db-7", "10.0.0.7:0", GOOD_FIOSCOPE),
+    ("db-7", "10.0.0.7:65536", GOOD_FIOSCOPE),
+    ("db-7", "10.0.0.7:09100x", GOOD_FIOSCOPE),
+    ("db-7", "10.0.0.7", GOOD_FIOSCOPE),
+    ("db-7", ":9100", GOOD_FIOSCOPE),
+    ("db-7", "999.0.0.1:9100", GOOD_FIOSCOPE),
+    ("db-7", "[zz::1]:9100", GOOD_FIOSCOPE),
+    ("db-7", "::1:9100", GOOD_FIOSCOPE),
+    ("db-7", "-db.example:9100", GOOD_FIOSCOPE),
+    ("db-7", "db..example:9100", GOOD_FIOSCOPE),
+    ("db-7", "db/7:9100", GOOD_FIOSCOPE),
+    ("db-7", "http://db-7:9100", GOOD_FIOSCOPE),
+]
+GOOD_HOSTS = [("db-7", GOOD_NODE, GOOD_FIOSCOPE), ("db_8.rack-2", "[::1]:9100", "db-8.example.org:7963"),
+              ("LOCAL2", "localhost:9100", "127.0.0.1:7963")]
