@@ -139,23 +139,53 @@ _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]i?)?[bB]?\s*$")
 _SIZE_UNITS = {None: 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
 
 
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def expand_env(text: str, where: str = "") -> str:
     """``${VAR}`` and ``${VAR:-default}``, as in compose files: one config for compose and native.
 
-    ``${VAR}`` with VAR unset is an error (with ``where``): an empty value would silently
-    turn a path into the config's own directory.
+    Defaults nest (``${A:-${B:-/srv}}``) and are expanded only where used. ``${VAR}`` with VAR
+    unset is an error (with ``where``): an empty value would silently turn a path into the
+    config's own directory. A malformed ``${`` (no name, not closed, ``}}``) is an error too,
+    never a literal ``${...}`` directory.
     """
-    def value(m: re.Match) -> str:
-        if m.group(2) is not None:
-            return os.environ.get(m.group(1)) or m.group(2)
-        if m.group(1) not in os.environ and where:
-            raise ConfigValueError(f"{where}: ${{{m.group(1)}}} is not set (export it or write ${{{m.group(1)}:-default}})")
-        return os.environ.get(m.group(1), "")
+    return _expand(text, 0, where, strict=True, nested=False)[0]
 
-    return _ENV.sub(value, text)
+
+def _expand(text: str, pos: int, where: str, strict: bool, nested: bool) -> tuple[str, int]:
+    """Expand from ``pos`` to the end, or (``nested``) to the ``}`` that closes a default: (text, position after it).
+    ``strict``: the text is used (an unset ``${VAR}`` is an error); False inside a default that is not."""
+    def bad(problem: str) -> ConfigValueError:
+        return ConfigValueError(f"{where or 'config'}: {text!r}: {problem}")
+
+    out: list[str] = []
+    while pos < len(text):
+        if text.startswith("${", pos):
+            m = _VAR_NAME.match(text, pos + 2)
+            if not m:
+                raise bad("'${' must be followed by a variable name")
+            name, pos = m.group(), m.end()
+            if text.startswith(":-", pos):
+                default, pos = _expand(text, pos + 2, where, strict and not os.environ.get(name), nested=True)
+                out.append(os.environ.get(name) or default)
+            elif text.startswith("}", pos):
+                pos += 1
+                if strict and name not in os.environ and where:
+                    raise ConfigValueError(f"{where}: ${{{name}}} is not set (export it or write ${{{name}:-default}})")
+                out.append(os.environ.get(name, ""))
+            else:
+                raise bad(f"${{{name} is not closed with '}}'")
+            if text.startswith("}", pos) and not nested:
+                raise bad("a '}' too many after ${...}")
+        elif nested and text[pos] == "}":
+            return "".join(out), pos + 1
+        else:
+            out.append(text[pos])
+            pos += 1
+    if nested:
+        raise bad("'${' is not closed with '}'")
+    return "".join(out), pos
 
 
 def parse_duration(value, where: str, positive: bool = False) -> float:
