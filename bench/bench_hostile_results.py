@@ -2,7 +2,7 @@
 """Hostile result files against a real ``fioscope serve``: prints figures, asserts nothing.
 
   --percentile-bomb N   one file of ~6 KiB whose job has N percentile keys like "1e-999990"
-  --jobs N              one file with N jobs (fio json+ etcd job copied under N names)
+  --jobs N              one file with N jobs (fio-3.33/randrw.json's job under N names, tests/corpus.py)
   --files F             with --jobs: F such files (series per exporter)
 
 Prints the /metrics size, the scrape time (median of 5), the exporter's RSS and the rejected count.
@@ -12,7 +12,6 @@ Usage: python3 bench/bench_hostile_results.py --jobs 5000
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import statistics
@@ -25,6 +24,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+import corpus  # noqa: E402
 from conftest import FIO_OUTPUTS, free_port, wait_for  # noqa: E402
 
 
@@ -45,18 +45,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         results = Path(tmp, "results")
         results.mkdir()
-        base = json.loads((FIO_OUTPUTS / "fio-3.33" / "etcd.json+").read_text())
         if args.percentile_bomb:
             doc = json.loads((FIO_OUTPUTS / "fio-3.33" / "randrw.json").read_text())
             pct = doc["jobs"][0]["read"]["clat_ns"]["percentile"] = {}
             for i in range(args.percentile_bomb):
                 pct[f"1e-9999{i:02d}"] = 1000
             Path(results, "bomb.json").write_text(json.dumps(doc))
-        for f in range(args.files if args.jobs else 0):
-            doc = copy.deepcopy(base)
-            entry = doc["jobs"][0]
-            doc["jobs"] = [{**entry, "jobname": f"f{f}-j{i}"} for i in range(args.jobs)]
-            Path(results, f"jobs-{f}.json").write_text(json.dumps(doc))
+        for f in range(args.files if args.jobs else 0):  # fio-3.33/randrw.json's job, as in the hostile corpus
+            Path(results, f"jobs-{f}.json").write_bytes(corpus.many_jobs(args.jobs, f"f{f}-j", "fio-3.33/randrw.json"))
         sizes = sum(p.stat().st_size for p in results.iterdir())
         past = time.time() - 3600
         for path in results.iterdir():

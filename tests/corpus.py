@@ -130,7 +130,8 @@ def _number_field(doc, e, rng):
 def _percentile_key(doc, e, rng):
     pct = _latency(e).setdefault("percentile", {})
     # "1e-999990" is in (0, 100] but was a 1,000,135-character quantile label (issue 16)
-    pct[rng.choice(["abc", "", "sNaN", "1e999990", "NaN", "-5", "101", "0", "Infinity", "1" * 40, "1e-999990", "5E-3", "99.9"])] = 1000
+    keys = ["abc", "", "sNaN", "1e999990", "NaN", "-5", "101", "0", "Infinity", "1" * 40, "1e-999990", "5E-3", "99.9"]
+    pct[rng.choice(keys)] = 1000
 
 
 def _percentile_value(doc, e, rng):
@@ -350,3 +351,12 @@ HOSTILE_HOSTS = [
 ]
 GOOD_HOSTS = [("db-7", GOOD_NODE, GOOD_FIOSCOPE), ("db_8.rack-2", "[::1]:9100", "db-8.example.org:7963"),
               ("LOCAL2", "localhost:9100", "127.0.0.1:7963")]
+
+
+# ---- result files with many jobs (issue 16: 5,000 jobs made every scrape 245 MiB) ----------------------------
+def many_jobs(count: int, prefix: str, base: str = "fio-3.33/etcd.json+") -> bytes:
+    """fio output whose first job (what the exporter reads of it) is repeated ``count`` times as ``<prefix>-<i>``."""
+    doc = json.loads((FIO_OUTPUTS / base).read_text())
+    entry = {k: v for k, v in doc["jobs"][0].items() if k in ("error", "job_runtime", "job options", "read", "write", "sync")}
+    doc["jobs"] = [{**entry, "jobname": f"{prefix}-{i}"} for i in range(count)]
+    return json.dumps(doc, separators=(",", ":")).encode()

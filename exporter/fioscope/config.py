@@ -14,6 +14,8 @@ Example::
         repeat: 2        # load, idle, load ...
         idle: 60s
         every: 15m       # the whole cycle again
+    max_jobs_per_file: 1000  # a result file with more jobs is rejected
+    max_series: 250000       # past this, /metrics publishes no job new to it
 """
 
 from __future__ import annotations
@@ -117,6 +119,10 @@ class Config:
     listen_address: str = DEFAULT_LISTEN
     targets: tuple[Target, ...] = ()
     schedule: tuple[ScheduleEntry, ...] = ()
+    # bounds against hostile result files: a file with more jobs is rejected; past max_series on
+    # /metrics a job new to the exporter is not published (each: one log line and a counter)
+    max_jobs_per_file: int = 1000
+    max_series: int = 250_000
 
     def target(self, name: str) -> Target:
         for t in self.targets:
@@ -253,6 +259,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+def _count(value, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10**9:
+        raise ConfigValueError(f"{where}: must be a whole number from 1 to 1000000000")
+    return value
+
+
 def _list(value, where: str) -> list:
     if value is None:
         return []
@@ -309,7 +321,8 @@ def _parse_config(path: Path) -> Config:
     src = str(path)
     data = read_yaml(path)
     data = mapping(data, src)
-    top = {"results_dir", "jobs_dir", "scan_interval", "status_interval", "fio_binary", "listen_address", "targets", "schedule"}
+    top = {"results_dir", "jobs_dir", "scan_interval", "status_interval", "fio_binary", "listen_address", "targets", "schedule",
+           "max_jobs_per_file", "max_series"}
     _reject_unknown(data, top, src)
     base = path.resolve().parent
 
@@ -350,6 +363,8 @@ def _parse_config(path: Path) -> Config:
         fio_binary=str(data.get("fio_binary", "fio")),
         listen_address=str(data.get("listen_address", DEFAULT_LISTEN)),
         targets=tuple(targets),
+        max_jobs_per_file=_count(data.get("max_jobs_per_file", Config.max_jobs_per_file), f"{src}: max_jobs_per_file"),
+        max_series=_count(data.get("max_series", Config.max_series), f"{src}: max_series"),
     )
     schedule = []
     for i, s in enumerate(_list(data.get("schedule"), f"{src}: schedule")):

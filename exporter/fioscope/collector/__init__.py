@@ -21,7 +21,7 @@ class Exposition:
                  scheduler: threading.Thread | None = None, web_status: ReloadStatus | None = None):
         self.fio = FioCollector(store)
         self.health = CollectorRegistry(auto_describe=False)
-        self.health.register(ExporterCollector(store, timer, scan_loop, scheduler, web_status))
+        self.health.register(ExporterCollector(store, timer, scan_loop, scheduler, web_status, self.fio))
         self.health.register(TopologyCollector(store))
 
     def render(self) -> bytes:

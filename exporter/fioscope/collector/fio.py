@@ -34,6 +34,7 @@ with histograms are ~25k samples, which client_python's encoder needs ~0.5 s for
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -49,6 +50,8 @@ from prometheus_client.utils import floatToGoString
 
 from ..histogram import BUCKET_BOUNDS
 from ..store import HistKey, HistogramState, JobKey, JobState, Store
+
+log = logging.getLogger("fioscope.collector")
 
 _LE = [repr(b) for b in BUCKET_BOUNDS] + ["+Inf"]
 _LE_LABELS = [f'le="{le}"' for le in _LE]
@@ -173,6 +176,11 @@ class FioCollector:
         self.store = store
         self._cache: dict[JobKey, tuple[int, dict[str, str]]] = {}  # job key -> (version, family -> text)
         self._lock = threading.Lock()
+        # the series bound of /metrics (config max_series): jobs published, in the order they were
+        # first published, with their series counts; a job new to it that does not fit is left out
+        self._admitted: dict[JobKey, int] = {}
+        self._refused: set[JobKey] = set()  # logged and counted once each
+        self.refused_jobs_total = 0
 
     def collect(self):
         jobs, hists = self.store.snapshot()
@@ -193,10 +201,37 @@ class FioCollector:
                     self._cache[key] = (state.version, text)
             for key in set(self._cache) - set(jobs):
                 del self._cache[key]
-            order = sorted(jobs)
+            order = self._within_series_limit(jobs)
             parts = []
             for fname, kind, help_text, _ in FAMILIES:
                 exposed = fname + "_total" if kind == "counter" else fname  # as generate_latest names counters
                 parts.append(f"# HELP {exposed} {help_text}\n# TYPE {exposed} {kind}\n")
                 parts.extend(self._cache[key][1][fname] for key in order)
             return "".join(parts)
+
+    def _within_series_limit(self, jobs: dict[JobKey, JobState]) -> list[JobKey]:
+        """The jobs to publish, sorted: those published before, then new ones while the total stays within max_series.
+
+        A published job keeps its place even if it grows (a new direction or stage: a few series).
+        """
+        limit = self.store.config.max_series
+        for key in [k for k in self._admitted if k not in jobs]:
+            del self._admitted[key]
+        total = 0
+        for key in self._admitted:
+            self._admitted[key] = sum(text.count("\n") for text in self._cache[key][1].values())
+            total += self._admitted[key]
+        for key in sorted(k for k in jobs if k not in self._admitted):
+            size = sum(text.count("\n") for text in self._cache[key][1].values())
+            if total + size <= limit:
+                self._admitted[key] = size
+                total += size
+                self._refused.discard(key)
+            elif key not in self._refused:
+                self._refused.add(key)
+                self.refused_jobs_total += 1
+                target, jobname, hostname = key
+                log.error("job %s (target %s%s): not published: its %d series would take /metrics past max_series %d "
+                          "(%d published); raise max_series in the config or remove result files", ascii(jobname), ascii(target),
+                          f", host {ascii(hostname)}" if hostname else "", size, limit, total)
+        return sorted(self._admitted)
