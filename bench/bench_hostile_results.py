@@ -58,7 +58,7 @@ def main() -> None:
         for path in results.iterdir():
             os.utime(path, (past, past))
         server = subprocess.Popen([sys.executable, "-m", "fioscope", "serve", "--results.dir", str(results),
-                                   "--web.listen-address", f"127.0.0.1:{port}"], stderr=subprocess.PIPE, text=True)
+                                   "--web.listen-address", f"127.0.0.1:{port}"], stderr=Path(tmp, "log").open("w"))
         url = f"http://127.0.0.1:{port}/metrics"
         try:
             wait_for(lambda: urllib.request.urlopen(url.replace("metrics", "-/healthy"), timeout=2).status == 200, timeout=600)
@@ -77,8 +77,8 @@ def main() -> None:
                   f"files rejected {rejected}")
         finally:
             server.terminate()
-            _, err = server.communicate(timeout=30)
-        for line in err.splitlines():
+            server.wait(30)
+        for line in Path(tmp, "log").read_text().splitlines():
             if "rejected" in line or "limit" in line:
                 print("log:", line[:300])
                 break

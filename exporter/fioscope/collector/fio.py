@@ -221,6 +221,7 @@ class FioCollector:
         for key in self._admitted:
             self._admitted[key] = sum(text.count("\n") for text in self._cache[key][1].values())
             total += self._admitted[key]
+        refused: list[tuple[JobKey, int]] = []
         for key in sorted(k for k in jobs if k not in self._admitted):
             size = sum(text.count("\n") for text in self._cache[key][1].values())
             if total + size <= limit:
@@ -229,9 +230,11 @@ class FioCollector:
                 self._refused.discard(key)
             elif key not in self._refused:
                 self._refused.add(key)
-                self.refused_jobs_total += 1
-                target, jobname, hostname = key
-                log.error("job %s (target %s%s): not published: its %d series would take /metrics past max_series %d "
-                          "(%d published); raise max_series in the config or remove result files", ascii(jobname), ascii(target),
-                          f", host {ascii(hostname)}" if hostname else "", size, limit, total)
+                refused.append((key, size))
+        if refused:  # one line per scrape that refuses, however many jobs (a hostile file may bring thousands)
+            self.refused_jobs_total += len(refused)
+            (target, jobname, hostname), size = refused[0]
+            log.error("%d job(s) not published: /metrics is at %d series of max_series %d (first: job %s, target %s%s, %d series); "
+                      "raise max_series in the config or remove result files", len(refused), total, limit, ascii(jobname), ascii(target),
+                      f", host {ascii(hostname)}" if hostname else "", size)
         return sorted(self._admitted)
