@@ -180,6 +180,7 @@ class FioCollector:
         # first published, with their series counts; a job new to it that does not fit is left out
         self._admitted: dict[JobKey, int] = {}
         self._refused: set[JobKey] = set()  # logged and counted once each
+        self._sizes: dict[JobKey, int] = {}  # series of each job's cached text
         self.refused_jobs_total = 0
 
     def collect(self):
@@ -199,8 +200,10 @@ class FioCollector:
                     text = {fname: sample_lines(f) for fname, f in job_families(key, state, {}).items()}
                     text["fio_latency_seconds"] = histogram_lines(key, state.device, hists.get(key, {}))
                     self._cache[key] = (state.version, text)
+                    self._sizes[key] = sum(part.count("\n") for part in text.values())  # its series
             for key in set(self._cache) - set(jobs):
                 del self._cache[key]
+                self._sizes.pop(key, None)
             order = self._within_series_limit(jobs)
             parts = []
             for fname, kind, help_text, _ in FAMILIES:
@@ -219,11 +222,11 @@ class FioCollector:
             del self._admitted[key]
         total = 0
         for key in self._admitted:
-            self._admitted[key] = sum(text.count("\n") for text in self._cache[key][1].values())
+            self._admitted[key] = self._sizes[key]
             total += self._admitted[key]
         refused: list[tuple[JobKey, int]] = []
         for key in sorted(k for k in jobs if k not in self._admitted):
-            size = sum(text.count("\n") for text in self._cache[key][1].values())
+            size = self._sizes[key]
             if total + size <= limit:
                 self._admitted[key] = size
                 total += size
