@@ -126,3 +126,53 @@ def test_results_dir_deleted_and_recreated(tmp_path, exporter_factory):
     assert sample(m, "fioscope_result_parse_errors_total") == 0
     assert sample(m, "fioscope_last_scan_timestamp_seconds") > time.time() - 5
     assert sum("cannot list results directory" in line for line in exp.logs().splitlines()) == 1
+
+
+def test_jobs_per_file_and_series_per_exporter_are_bounded(tmp_path, exporter_factory):
+    """A file with more jobs than max_jobs_per_file is rejected (one line naming it, counted); past max_series a
+    job new to the exporter is not published (one line naming it, counted); what was published stays."""
+    results = tmp_path / "results"
+    results.mkdir()
+    config = tmp_path / "fioscope.yaml"
+    config.write_text(f"results_dir: {results}\nscan_interval: 1s\nmax_jobs_per_file: 20\nmax_series: 12000\n")
+    past = time.time() - 3600
+    files = {"a-20.json": corpus.many_jobs(20, "a"), "b-21.json": corpus.many_jobs(21, "b"),
+             "c-20.json": corpus.many_jobs(20, "c"), "d-5000.json": corpus.many_jobs(5000, "d", "fio-3.33/randrw.json")}
+    corpus.write([corpus.CorpusFile(name, data, "") for name, data in files.items()], results, past)
+    exp = exporter_factory(config=config)
+    text = exp.metrics_text()
+    m = parse_exposition(text)
+    check = promtool_check_metrics(text)
+    assert check.returncode == 0, check.stdout + check.stderr
+    jobs = {dict(k[1])["jobname"] for k in m if k[0] == "fio_runs_total"}
+    series = sum(1 for k in m if not k[0].startswith("fioscope_"))
+    per_job = series // max(1, len(jobs))
+    assert sample(m, "fioscope_result_parse_errors_total") == 2  # b (21 jobs) and d (5000 jobs)
+    # a's 20 jobs fit (~360 series each); of c's, only those that fit under 12,000 series
+    assert {j for j in jobs if j.startswith("a-")} == {f"a-{i}" for i in range(20)}
+    assert not any(j.startswith(("b-", "d-")) for j in jobs)
+    assert series <= 12000 and 12000 - series < per_job, (series, per_job)
+    refused = 40 - len(jobs)
+    assert refused > 0 and sample(m, "fioscope_series_limit_refused_jobs_total") == refused
+    logs = exp.logs().splitlines()
+    for name, n in (("b-21.json", 21), ("d-5000.json", 5000)):
+        assert sum(name in line and "rejected" in line and f"{n} jobs" in line for line in logs) == 1, name
+    assert sum("max_series" in line and f"{refused} job(s) not published" in line for line in logs) == 1
+    time.sleep(2.5)  # more scans and scrapes: nothing counted twice, nothing published changes
+    m2 = exp.metrics()
+    assert sample(m2, "fioscope_series_limit_refused_jobs_total") == refused
+    def fio(metrics: dict) -> dict:
+        return {k: v for k, v in metrics.items() if not k[0].startswith("fioscope_")}
+
+    assert fio(m2) == fio(m)
+
+
+def test_a_5000_job_file_is_rejected_by_default(tmp_path, exporter_factory):
+    results = tmp_path / "results"
+    results.mkdir()
+    many = corpus.many_jobs(5000, "j", "fio-3.33/randrw.json")
+    corpus.write([corpus.CorpusFile("jobs-5000.json", many, "")], results, time.time() - 3600)
+    exp = exporter_factory()
+    m = exp.metrics()
+    assert sample(m, "fioscope_result_parse_errors_total") == 1
+    assert not any(k[0] == "fio_runs_total" for k in m)

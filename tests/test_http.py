@@ -145,3 +145,49 @@ def test_clients_that_never_read_their_answer_hold_no_worker():
         for s in stuck:
             s.close()
         server.shutdown()
+
+
+def test_a_slow_reader_gets_its_whole_answer_and_a_stalled_one_is_cut():
+    """The write time-out is on no progress, not on total time: a 16 MiB answer read at 2 MiB/s (8x the time-out)
+    arrives whole; a reader that stops taking bytes is cut one time-out later (16 MiB: more than the socket buffers)."""
+    import threading
+
+    from fioscope.http import Server
+
+    big = bytes(range(256)) * (16 << 12)  # 16 MiB
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "application/octet-stream")])
+        return [big]
+
+    server = Server(app, "127.0.0.1", 0, write_timeout=1.0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+
+        def client(stall_after: int) -> tuple[bytes, float]:
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+            s.connect(("127.0.0.1", port))
+            s.settimeout(10)
+            s.sendall(b"GET /big HTTP/1.1\r\n\r\n")
+            got, started = bytearray(), time.monotonic()
+            while chunk := s.recv(64 << 10):
+                got += chunk
+                if len(got) >= stall_after:
+                    time.sleep(3)  # three time-outs without taking a byte
+                    stall_after = 1 << 40
+                    continue
+                ahead = len(got) / (2 << 20) - (time.monotonic() - started)  # 2 MiB/s
+                if ahead > 0:
+                    time.sleep(ahead)
+            s.close()
+            return bytes(got), time.monotonic() - started
+
+        got, took = client(stall_after=1 << 40)
+        assert got.endswith(b"\r\n\r\n" + big) and took > 6.0, (len(got), took)
+        got, took = client(stall_after=256 << 10)
+        assert len(got) < len(big), "a stalled reader was not cut"
+    finally:
+        server.shutdown()

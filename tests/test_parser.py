@@ -151,6 +151,23 @@ def test_quantile_labels(percent, label):
     assert quantile_label(percent) == label
 
 
+@pytest.mark.parametrize("percent", ["1e-999990", "1E-5", "5e1", "99.9", "99", "0.000000", "100.000001", "101.000000",
+                                     "1000.000000", " 99.000000", "99.000000\n", "+99.000000", "-1.000000", "99.0000000",
+                                     "Infinity", "NaN", "９９.000000", "99_0.000000", "0x1p-3"])
+def test_percentile_keys_outside_fios_format_are_refused(percent):
+    """fio prints percentile keys as "%f" (NN.NNNNNN, 0 < p <= 100); anything else would become a label of any length."""
+    with pytest.raises(ParseError, match="percentile key"):
+        quantile_label(percent)
+    doc = json.loads((FIO_OUTPUTS / "fio-3.33" / "randrw.json").read_text())
+    doc["jobs"][0]["read"]["clat_ns"]["percentile"][percent] = 1000
+    with pytest.raises(ParseError, match="percentile key"):
+        parse_text(json.dumps(doc))
+
+
+def test_smallest_and_largest_percentile_keys_make_short_labels():
+    assert quantile_label("0.000001") == "0.00000001" and quantile_label("100.000000") == "1"
+
+
 def test_fio_before_3_18_without_N():
     """fio 3.0-3.17 has no N in latency objects: counts come from the json+ bins, else total_ios."""
     def strip_n(node):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import signal
 import sys
 import tempfile
@@ -18,6 +19,11 @@ from .config import DEFAULT_LISTEN, Config, ConfigError, Target, check_target, l
 from .jobs import check_safe, load_job, resolve_job
 
 log = logging.getLogger("fioscope")
+
+# a declared rate beyond an exabyte (or IOPS) per second is a typo: "999...9" would be inf
+MAX_LIMIT = float(2**60)
+# --iodepth x --repeat: the sweep's points, each a fio job section run one after the other
+MAX_SWEEP_POINTS = 1000
 
 
 def _key_values(items: list[str], flag: str) -> dict[str, str]:
@@ -131,7 +137,7 @@ def cmd_serve(args) -> int:
     scheduler = Scheduler(config, runner, stop) if config.schedule else None
     timer = ScrapeTimer()
     try:
-        server = serve(Exposition(store, timer, scan_loop, scheduler), timer, address, web)
+        server = serve(Exposition(store, timer, scan_loop, scheduler, web.status if web else None), timer, address, web)
         if web is None and not is_loopback(parse_listen_address(address)[0]):
             log.warning("listening on %s beyond loopback without TLS or authentication: give --web.config.file", address)
     except (OSError, ValueError) as exc:
@@ -162,7 +168,13 @@ def _run_target(args, config: Config) -> Target:
             check_target(Target(name="cli", directory=Path(args.target_dir)), "--target.dir")
     else:
         raise ConfigError("run: give --target NAME (with --config.file) or --target.dir DIR")
+    if not target.directory.is_dir():  # a bad argument, not a failed run
+        where = f"--target {target.name}" if args.target else "--target.dir"
+        raise ConfigError(f"{where}: directory {target.directory} does not exist")
     limits = parse_limits(_key_values(args.limit, "--limit"), "--limit") if args.limit else target.limits
+    for key, value in limits.as_dict().items():
+        if key != "independent" and not (math.isfinite(value) and value <= MAX_LIMIT):
+            raise ConfigError(f"--limit {key}: {value:g} is not a finite rate up to {MAX_LIMIT:g}")
     sla = parse_duration(args.sla_latency, "--sla.latency") if args.sla_latency else target.sla_latency_seconds
     return replace(target, limits=limits, sla_latency_seconds=sla, cgroup=args.target_cgroup or target.cgroup)
 
@@ -182,16 +194,18 @@ def cmd_run(args) -> int:
         default_fsync_threshold()
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None
-    fsync_threshold = parse_duration(args.fsync_threshold, "--fsync.threshold") if args.fsync_threshold else None
+    fsync_threshold = parse_duration(args.fsync_threshold, "--fsync.threshold", positive=True) if args.fsync_threshold else None
+    depths = parse_depths(args.iodepth) if args.iodepth else []
+    if depths and not 1 <= args.repeat <= MAX_SWEEP_POINTS // len(depths):
+        raise ConfigError(f"--repeat {args.repeat}: must be 1 to {MAX_SWEEP_POINTS // len(depths)} "
+                          f"(at most {MAX_SWEEP_POINTS} sweep points with {len(depths)} depths)")
     runner = Runner(config, Store(config))
     signal.signal(signal.SIGTERM, lambda s, f: runner.stop())
     env = _key_values(args.env, "--env")
     with tempfile.TemporaryDirectory(prefix="fioscope-sweep-") as sweep_dir:
         job = args.job
-        if args.iodepth:
-            if args.repeat < 1:
-                raise ConfigError(f"--repeat {args.repeat}: must be at least 1")
-            job = str(write_sweep(resolve_job(job, config.jobs_dir), parse_depths(args.iodepth), args.repeat, Path(sweep_dir)))
+        if depths:
+            job = str(write_sweep(resolve_job(job, config.jobs_dir), depths, args.repeat, Path(sweep_dir)))
         progress = Progress(runner.prepare(job, target, env))
         try:
             outcome = runner.run(job, target, env, on_report=progress)

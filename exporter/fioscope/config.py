@@ -19,6 +19,8 @@ Example::
         repeat: 2        # load, idle, load ...
         idle: 60s
         every: 15m       # the whole cycle again
+    max_jobs_per_file: 1000  # a result file with more jobs is rejected
+    max_series: 250000       # past this, /metrics publishes no job new to it
 """
 
 from __future__ import annotations
@@ -123,6 +125,10 @@ class Config:
     listen_address: str = DEFAULT_LISTEN
     targets: tuple[Target, ...] = ()
     schedule: tuple[ScheduleEntry, ...] = ()
+    # bounds against hostile result files: a file with more jobs is rejected; past max_series on
+    # /metrics a job new to the exporter is not published (each: one log line and a counter)
+    max_jobs_per_file: int = 1000
+    max_series: int = 250_000
 
     def target(self, name: str) -> Target:
         for t in self.targets:
@@ -139,23 +145,53 @@ class Config:
         return None
 
 
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def expand_env(text: str, where: str = "") -> str:
     """``${VAR}`` and ``${VAR:-default}``, as in compose files: one config for compose and native.
 
-    ``${VAR}`` with VAR unset is an error (with ``where``): an empty value would silently
-    turn a path into the config's own directory.
+    Defaults nest (``${A:-${B:-/srv}}``) and are expanded only where used. ``${VAR}`` with VAR
+    unset is an error (with ``where``): an empty value would silently turn a path into the
+    config's own directory. A malformed ``${`` (no name, not closed, ``}}``) is an error too,
+    never a literal ``${...}`` directory.
     """
-    def value(m: re.Match) -> str:
-        if m.group(2) is not None:
-            return os.environ.get(m.group(1)) or m.group(2)
-        if m.group(1) not in os.environ and where:
-            raise ConfigValueError(f"{where}: ${{{m.group(1)}}} is not set (export it or write ${{{m.group(1)}:-default}})")
-        return os.environ.get(m.group(1), "")
+    return _expand(text, 0, where, strict=True, nested=False)[0]
 
-    return _ENV.sub(value, text)
+
+def _expand(text: str, pos: int, where: str, strict: bool, nested: bool) -> tuple[str, int]:
+    """Expand from ``pos`` to the end, or (``nested``) to the ``}`` that closes a default: (text, position after it).
+    ``strict``: the text is used (an unset ``${VAR}`` is an error); False inside a default that is not."""
+    def bad(problem: str) -> ConfigValueError:
+        return ConfigValueError(f"{where or 'config'}: {text!r}: {problem}")
+
+    out: list[str] = []
+    while pos < len(text):
+        if text.startswith("${", pos):
+            m = _VAR_NAME.match(text, pos + 2)
+            if not m:
+                raise bad("'${' must be followed by a variable name")
+            name, pos = m.group(), m.end()
+            if text.startswith(":-", pos):
+                default, pos = _expand(text, pos + 2, where, strict and not os.environ.get(name), nested=True)
+                out.append(os.environ.get(name) or default)
+            elif text.startswith("}", pos):
+                pos += 1
+                if strict and name not in os.environ and where:
+                    raise ConfigValueError(f"{where}: ${{{name}}} is not set (export it or write ${{{name}:-default}})")
+                out.append(os.environ.get(name, ""))
+            else:
+                raise bad(f"${{{name} is not closed with '}}'")
+            if text.startswith("}", pos) and not nested:
+                raise bad("a '}' too many after ${...}")
+        elif nested and text[pos] == "}":
+            return "".join(out), pos + 1
+        else:
+            out.append(text[pos])
+            pos += 1
+    if nested:
+        raise bad("'${' is not closed with '}'")
+    return "".join(out), pos
 
 
 def parse_duration(value, where: str, positive: bool = False) -> float:
@@ -197,6 +233,12 @@ def parse_limits(data, where: str) -> Limits:
     if not isinstance(independent, bool):
         raise ConfigValueError(f"{where}.independent: must be true or false")
     return Limits(independent=independent, **{k: parse_rate(v, f"{where}.{k}") for k, v in data.items()})
+
+
+def _count(value, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10**9:
+        raise ConfigValueError(f"{where}: must be a whole number from 1 to 1000000000")
+    return value
 
 
 def _list(value, where: str) -> list:
@@ -252,7 +294,8 @@ def _parse_config(path: Path) -> Config:
     src = str(path)
     data = read_yaml(path)
     data = mapping(data, src)
-    top = {"results_dir", "jobs_dir", "scan_interval", "status_interval", "fio_binary", "listen_address", "targets", "schedule"}
+    top = {"results_dir", "jobs_dir", "scan_interval", "status_interval", "fio_binary", "listen_address", "targets", "schedule",
+           "max_jobs_per_file", "max_series"}
     _reject_unknown(data, top, src)
     base = path.resolve().parent
 
@@ -293,6 +336,8 @@ def _parse_config(path: Path) -> Config:
         fio_binary=str(data.get("fio_binary", "fio")),
         listen_address=str(data.get("listen_address", DEFAULT_LISTEN)),
         targets=tuple(targets),
+        max_jobs_per_file=_count(data.get("max_jobs_per_file", Config.max_jobs_per_file), f"{src}: max_jobs_per_file"),
+        max_series=_count(data.get("max_series", Config.max_series), f"{src}: max_series"),
     )
     schedule = []
     for i, s in enumerate(_list(data.get("schedule"), f"{src}: schedule")):

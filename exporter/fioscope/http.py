@@ -2,10 +2,15 @@
 
 The server holds against misbehaving clients: one selector thread accepts connections,
 reads request heads and writes responses without blocking (TLS handshakes included); a
-connection that has not sent a whole head within ``timeout`` seconds, or not taken its
-answer within ``WRITE_TIMEOUT_SECONDS``, is closed; complete requests go to a fixed pool of
+connection that has not sent a whole head within ``timeout`` seconds, or taken no byte of its
+answer for ``WRITE_TIMEOUT_SECONDS`` (no progress, not total time: a 30 MB answer over a slow
+link is legitimate), is closed; complete requests go to a fixed pool of
 ``workers`` threads that only run the WSGI app. So idle, half-sent or never-reading
 connections cost a file descriptor each, never a thread, and scrapes keep answering.
+Basic-auth logins not seen before cost a bcrypt (~0.1 s of CPU, on purpose): they are checked
+by ONE separate thread, at most ``AUTH_BACKLOG`` waiting (more are refused with 401 unchecked),
+so a flood of wrong passwords costs one core at most and never holds a render thread; known
+logins and recent failures are answered from the web config's memory.
 One request per connection (``Connection: close``); GET and HEAD only.
 """
 
@@ -41,6 +46,7 @@ LANDING = f"""<html><head><title>fioscope</title></head><body>
 </body></html>""".encode()
 
 WORKERS = 16
+AUTH_BACKLOG = 8
 TIMEOUT_SECONDS = 5.0
 WRITE_TIMEOUT_SECONDS = 30.0
 MAX_HEAD_BYTES = 16 * 1024
@@ -103,15 +109,18 @@ class Server:
     """Selector thread for accepting and reading heads, a bounded pool for answering."""
 
     def __init__(self, app, host: str, port: int, web: WebConfig | None = None, workers: int = WORKERS,
-                 timeout: float = TIMEOUT_SECONDS):
+                 timeout: float = TIMEOUT_SECONDS, write_timeout: float = WRITE_TIMEOUT_SECONDS):
         self.app = app
         self.web = web
         self.timeout = timeout
+        self.write_timeout = write_timeout
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.listener = socket.create_server((host, port), family=family, backlog=1024)
         self.listener.setblocking(False)
         self.server_address = self.listener.getsockname()
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fioscope-http")
+        self.auth_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fioscope-auth")
+        self._auth_slots = threading.BoundedSemaphore(AUTH_BACKLOG)
         self.max_connections = max(64, min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 128))
         self._selector = selectors.DefaultSelector()
         self._pending: dict[int, _Pending] = {}
@@ -151,6 +160,7 @@ class Server:
             self._selector.close()
             self.listener.close()
             self.pool.shutdown(wait=False, cancel_futures=True)
+            self.auth_pool.shutdown(wait=False, cancel_futures=True)
             self._stopped.set()
 
     def shutdown(self) -> None:
@@ -231,6 +241,8 @@ class Server:
                 out[0] = out[0][sent:]
                 if not out[0]:
                     out.pop(0)
+                if sent:
+                    pending.deadline = time.monotonic() + self.write_timeout  # the reader makes progress
         except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
             if pending.sock.fileno() not in self._selector.get_map():
                 self._selector.register(pending.sock, selectors.EVENT_WRITE, pending)
@@ -257,14 +269,18 @@ class Server:
         self.pool.submit(self._answer, pending)
 
     # -- worker threads --------------------------------------------------------------------------
-    def _answer(self, pending: _Pending) -> None:
+    def _answer(self, pending: _Pending, authorized: bool | None = None) -> None:
+        """Answer a request; ``authorized``: the auth thread's verdict on its credentials, if it had to check them."""
         try:
-            pending.out = [memoryview(part) for part in self._respond(bytes(pending.head), pending.address, pending.web) if part]
+            parts = self._respond(bytes(pending.head), pending.address, pending.web, pending, authorized)
+            if parts is None:
+                return  # handed to the auth thread, which hands it back
+            pending.out = [memoryview(part) for part in parts if part]
         except Exception as exc:  # noqa: BLE001 - one bad request must never take a worker down
             log.debug("%s: %s", pending.address[0], exc)
             pending.sock.close()
         else:
-            pending.deadline = time.monotonic() + WRITE_TIMEOUT_SECONDS
+            pending.deadline = time.monotonic() + self.write_timeout
         with self._answering_lock:
             self._answering -= 1
             if pending.out is not None:
@@ -272,7 +288,26 @@ class Server:
         if pending.out is not None:
             self._wake_w.send(b"a")
 
-    def _respond(self, head: bytes, address: tuple, web: WebConfig | None) -> tuple[bytes, bytes]:
+    def _check_login(self, pending: _Pending, web: WebConfig, authorization: str | None) -> bool:
+        """Queue a login that needs bcrypt to the auth thread; False if its backlog is full (then it is refused)."""
+        if not self._auth_slots.acquire(blocking=False):
+            return False
+
+        def check() -> None:
+            try:
+                verdict = web.authorized(authorization)
+            except Exception as exc:  # noqa: BLE001 - a failed check is a refusal
+                log.debug("%s: %s", pending.address[0], exc)
+                verdict = False
+            finally:
+                self._auth_slots.release()
+            self.pool.submit(self._answer, pending, verdict)
+
+        self.auth_pool.submit(check)
+        return True
+
+    def _respond(self, head: bytes, address: tuple, web: WebConfig | None, pending: _Pending | None = None,
+                 authorized: bool | None = None) -> tuple[bytes, bytes] | None:
         if len(head) > MAX_HEAD_BYTES and b"\n\n" not in head.replace(b"\r\n", b"\n"):
             return self._response(431, [], b"request head too large\n", "GET", web)
         lines = head.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0].decode("latin-1").split("\n")
@@ -287,7 +322,11 @@ class Server:
                 headers[name.strip().lower()] = value.strip()
         if method not in ALLOWED_METHODS:
             return self._response(405, [("Allow", ", ".join(ALLOWED_METHODS))], b"method not allowed\n", method, web)
-        if web and not web.authorized(headers.get("authorization")):
+        if web and authorized is None:
+            authorized = web.cached_verdict(headers.get("authorization"))
+            if authorized is None and pending is not None and self._check_login(pending, web, headers.get("authorization")):
+                return None
+        if web and not authorized:
             return self._response(401, [("WWW-Authenticate", 'Basic realm="fioscope"')], b"Unauthorized\n", method, web)
         url = urlsplit(target)
         environ = {

@@ -107,7 +107,8 @@ class Ingest:
             if is_failure_name(path.name):
                 contributions = failure_contributions(FailureRecord.from_json(json.loads(text)))
             else:
-                run = parse_text(text, source=key)[-1]  # with --status-interval the last report is the final one
+                # with --status-interval the last report is the final one
+                run = parse_text(text, source=key, max_jobs=self.config.max_jobs_per_file)[-1]
                 if not (settled or run.annotation.present):
                     return False  # anybody's fio output counts once its writer is done with it
                 contributions = run_contributions(run, self.resolver.place)

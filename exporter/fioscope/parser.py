@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -38,6 +39,8 @@ _DECODER = json.JSONDecoder()
 LABEL_OPTIONS = frozenset({"rw", "readwrite", "bs", "iodepth", "numjobs", "ioengine", "directory", "filename"})
 # fio's json+ has at most FIO_IO_U_PLAT_NR (1856) bins per latency
 MAX_BINS = 4096
+# jobs (or client_stats entries) in one report; the exporter takes the config's max_jobs_per_file
+MAX_JOBS = 1000
 
 
 class ParseError(ResultFileError):
@@ -48,14 +51,14 @@ class TruncatedError(ParseError):
     """The text ends inside a JSON document (a file still being written, or cut short)."""
 
 
-def parse_file(path: str | Path) -> list[RunResult]:
+def parse_file(path: str | Path, max_jobs: int = MAX_JOBS) -> list[RunResult]:
     """Every report in a file read the safe way (resultfile.read_bytes: no symlink, FIFO or huge file)."""
-    return parse_text(read_bytes(Path(path)).decode("utf-8", errors="replace"), source=str(path))
+    return parse_text(read_bytes(Path(path)).decode("utf-8", errors="replace"), source=str(path), max_jobs=max_jobs)
 
 
-def parse_text(text: str, source: str = "") -> list[RunResult]:
-    """All fio reports in ``text``, oldest first. Raises ParseError if there is none."""
-    runs = [parse_document(doc, source) for doc in split_documents(text)]
+def parse_text(text: str, source: str = "", max_jobs: int = MAX_JOBS) -> list[RunResult]:
+    """All fio reports in ``text``, oldest first. Raises ParseError if there is none, or one has more than ``max_jobs`` jobs."""
+    runs = [parse_document(doc, source, max_jobs) for doc in split_documents(text)]
     if not runs:
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
         if first:
@@ -111,15 +114,15 @@ def _only_whitespace_after_error(text: str, exc: json.JSONDecodeError) -> bool:
     return exc.pos >= end - 2 and text[exc.pos] not in "}]"
 
 
-def parse_document(doc: dict, source: str) -> RunResult:
+def parse_document(doc: dict, source: str, max_jobs: int = MAX_JOBS) -> RunResult:
     """One fio report, validated completely: a wrong type or an insane value raises ParseError."""
     try:
-        return _parse_document(doc, source)
+        return _parse_document(doc, source, max_jobs)
     except ResultFileError as exc:
         raise ParseError(str(exc)) from None
 
 
-def _parse_document(doc: dict, source: str) -> RunResult:
+def _parse_document(doc: dict, source: str, max_jobs: int) -> RunResult:
     version = doc.get("fio version", "")
     if not version:
         raise ParseError("JSON document has no 'fio version': not fio output")
@@ -134,6 +137,8 @@ def _parse_document(doc: dict, source: str) -> RunResult:
         entries = [check_mapping(e, "jobs[]") for e in check_list(doc["jobs"], "jobs")]
     else:
         raise ParseError(f"{version} document has neither 'jobs' nor 'client_stats'")
+    if len(entries) > max_jobs:  # checked before any job is read: 5,000 jobs made every scrape 245 MiB
+        raise ParseError(f"{len(entries)} jobs: more than the {max_jobs} a result file may hold (max_jobs_per_file)")
     timestamp = check_number(doc.get("timestamp_ms", 0), "timestamp_ms") / 1000
     timestamp = check_timestamp(timestamp or doc.get("timestamp", 0), "timestamp")
     annotation = Annotation.from_json(doc.get(RESULT_KEY))
@@ -260,18 +265,22 @@ def _parse_latency(raw: dict, total_ios: int, where: str) -> Latency | None:
     return lat if lat.count > 0 else None
 
 
+# fio prints percentile keys with "%f": "99.000000", "99.990000", "100.000000"
+_PERCENT_KEY = re.compile(r"[0-9]{1,3}\.[0-9]{6}", re.ASCII)
+
+
 @functools.lru_cache(maxsize=1024)  # fio repeats the same ~20 keys in every latency object
 def quantile_label(percent: str) -> str:
-    """fio's "99.990000" -> "0.9999" (exact decimal, no float noise); ParseError unless in (0, 100]."""
-    if not isinstance(percent, str) or not 0 < len(percent) <= 32:
-        raise ParseError(f"percentile key {str(percent)[:40]!r} is not a percentage")
-    try:
-        value = Decimal(percent)
-        if not value.is_finite() or not 0 < value <= 100:
-            raise ParseError(f"percentile key {percent!r} is not in (0, 100]")
-        return format((value / 100).normalize(), "f")
-    except ArithmeticError:  # decimal.InvalidOperation and friends
-        raise ParseError(f"percentile key {percent!r} is not a number") from None
+    """fio's "99.990000" -> "0.9999" (exact decimal, no float noise); ParseError unless fio's format in (0, 100].
+
+    Only fio's own format: a key like "1e-999990" is in range, yet its exact label has a million digits.
+    """
+    if not isinstance(percent, str) or not _PERCENT_KEY.fullmatch(percent):
+        raise ParseError(f"percentile key {str(percent)[:40]!r} is not a percentage as fio writes it (e.g. 99.000000)")
+    value = Decimal(percent)
+    if not 0 < value <= 100:
+        raise ParseError(f"percentile key {percent!r} is not in (0, 100]")
+    return format((value / 100).normalize(), "f")  # at most 10 characters: "0.00000001"
 
 
 def _merge_jobs(group: list[JobResult]) -> JobResult:

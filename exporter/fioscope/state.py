@@ -97,7 +97,7 @@ def run_contributions(run: RunResult, place: Callable[[Annotation, JobResult], P
                     c.histograms[(ddir, stage)] = (bucket_counts(lat.bins_ns), lat.sum_seconds)
         c.published = Published(job=_without_bins(job), fio_version=run.fio_version, end_timestamp=run.timestamp,
                                 promised_iops=_promised(where.limits, job.options), sla_latency_seconds=where.sla_latency_seconds)
-        c.start_timestamp, c.end_timestamp = max(0.0, run.timestamp - job.runtime_seconds), run.timestamp
+        c.start_timestamp, c.end_timestamp = max(0.0, run.timestamp - job.wall_seconds), run.timestamp
         out.append(c)
     return out
 

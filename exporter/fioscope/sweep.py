@@ -23,6 +23,7 @@ from .config import ConfigError
 from .jobs import JobFile, JobFileError
 from .model import RunResult
 
+MAX_DEPTHS = 64
 _SECTION = re.compile(r"^\s*\[(.+)\]\s*$")
 _IODEPTH = re.compile(r"^\s*iodepth\s*=")
 
@@ -32,8 +33,11 @@ def parse_depths(value: str) -> list[int]:
         depths = [int(x) for x in value.split(",") if x.strip()]
     except ValueError:
         depths = []
-    if not depths or any(d < 1 or d > 65536 for d in depths):
-        raise ConfigError(f"--iodepth {value!r}: expected a comma-separated list of queue depths, e.g. 1,4,16,64")
+    if not depths or any(d < 1 or d > 65536 for d in depths) or len(depths) > MAX_DEPTHS:
+        raise ConfigError(f"--iodepth {value[:80]!r}: expected a comma-separated list of up to {MAX_DEPTHS} queue depths, e.g. 1,4,16,64")
+    twice = sorted({d for d in depths if depths.count(d) > 1})
+    if twice:  # two sections of one name: fio would refuse the expanded job file
+        raise ConfigError(f"--iodepth {value!r}: {', '.join(map(str, twice))} given twice")
     return depths
 
 

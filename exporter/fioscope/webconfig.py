@@ -16,8 +16,12 @@ Supported: ``cert_file``/``key_file`` (or inline ``cert``/``key``), ``client_aut
 fioscope speaks HTTP/1.1). Options named in the format that fioscope cannot honour
 (Go cipher and curve names, SAN pinning, rate limits) are an error, never silently ignored.
 As in exporter-toolkit, a changed file (or certificate, key or CA file) takes effect without
-a restart: it is read again at most once a second, on the next connection; a file that no
-longer loads is logged and the previous settings stay.
+a restart: it is read again at most once a second, on the next connection. It never fails
+open: a file that secures nothing (empty, comments only, ``null``) is refused, at start and on
+reload; on reload a file that no longer loads (broken, truncated, schema-invalid, unreadable)
+or that would turn TLS or basic auth off is logged in one line naming it, counted
+(``fioscope_web_config_reload_failures_total``, ``fioscope_web_config_last_reload_successful``)
+and the previous settings stay. Turning TLS or basic auth off takes a restart.
 """
 
 from __future__ import annotations
@@ -69,6 +73,14 @@ def _bcrypt(password: str, hashed: str) -> str:
 
 
 @dataclass
+class ReloadStatus:
+    """Outcome of the hot reloads, shared by every successive WebConfig (for the health metrics)."""
+
+    failures: int = 0
+    last_successful: bool = True
+
+
+@dataclass
 class WebConfig:
     path: Path
     tls: ssl.SSLContext | None = None
@@ -76,7 +88,9 @@ class WebConfig:
     headers: list[tuple[str, str]] = field(default_factory=list)
     # the files it was read from, with their mtimes: a change reloads it
     sources: dict[Path, int] = field(default_factory=dict)
+    status: ReloadStatus = field(default_factory=ReloadStatus)
     _verified: set[tuple[str, bytes]] = field(default_factory=set)
+    _failed: set[tuple[str, bytes]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def changed(self) -> bool:
@@ -88,35 +102,87 @@ class WebConfig:
             return self
         try:
             fresh = load_web_config(self.path)
+            if self.tls is not None and fresh.tls is None:
+                raise WebConfigError(f"{self.path}: no tls_server_config: a reload never turns TLS off (restart fioscope for that)")
+            if self.users and not fresh.users:
+                raise WebConfigError(f"{self.path}: no basic_auth_users: a reload never turns basic auth off (restart fioscope for that)")
         except ConfigError as exc:
-            log.error("%s (keeping the previous web config)", exc)
+            log.error("%s (keeping the previous web config)", " ".join(line.strip() for line in str(exc).splitlines()))
             self.sources = {path: _mtime(path) for path in self.sources}  # logged once per change
+            self.status.failures += 1
+            self.status.last_successful = False
             return self
         log.info("%s: reloaded", self.path)
+        fresh.keep_verified(self)
+        fresh.status = self.status
+        fresh.status.last_successful = True
         return fresh
 
-    def authorized(self, authorization: str | None) -> bool:
-        """Whether an ``Authorization`` header lets the request in (always, without users)."""
+    def cached_verdict(self, authorization: str | None) -> bool | None:
+        """Whether an ``Authorization`` header lets the request in, where that costs no bcrypt; None where it does.
+
+        True without users or for a (user, password) verified before; False for a malformed header
+        (not ``Basic``, not base64 or UTF-8, no colon, a NUL) or a
+        (user, password) that failed recently.
+        """
         if not self.users:
             return True
-        scheme, _, encoded = (authorization or "").partition(" ")
-        if scheme.lower() != "basic":
+        basic = _basic(authorization)
+        if basic is None:
             return False
-        try:
-            user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            return False
-        # bcrypt is slow on purpose: a verified (user, password) is remembered, as exporter-toolkit does
-        key = (user, hashlib.sha256(password.encode()).digest())
+        credentials = _key(*basic)
         with self._lock:
-            if key in self._verified:
+            if credentials in self._verified:
                 return True
+            if credentials in self._failed:
+                return False
+        return None
+
+    def authorized(self, authorization: str | None) -> bool:
+        """Whether an ``Authorization`` header lets the request in (always, without users); may cost a bcrypt."""
+        verdict = self.cached_verdict(authorization)
+        if verdict is not None:
+            return verdict
+        user, password = _basic(authorization) or ("", "")
+        credentials = _key(user, password)
         hashed = self.users.get(user)
-        ok = sep == ":" and hmac.compare_digest(_bcrypt(password, hashed or _DUMMY_HASH), hashed or "-") and hashed is not None
-        if ok:
-            with self._lock:
-                self._verified.add(key)
+        ok = hmac.compare_digest(_bcrypt(password, hashed or _DUMMY_HASH), hashed or "-") and hashed is not None
+        with self._lock:
+            remembered = self._verified if ok else self._failed
+            if len(remembered) >= MAX_REMEMBERED:  # bounded: random wrong passwords cannot grow it
+                remembered.clear()
+            remembered.add(credentials)
         return ok
+
+    def keep_verified(self, previous: WebConfig) -> None:
+        """Logins verified under ``previous`` stay verified where the user's hash did not change (no bcrypt after a reload)."""
+        with previous._lock:
+            kept = {c for c in previous._verified if self.users.get(c[0]) == previous.users.get(c[0])}
+        with self._lock:
+            self._verified |= kept
+
+
+# verified and failed (user, sha256(password)) pairs remembered, each
+MAX_REMEMBERED = 4096
+
+
+def _basic(authorization: str | None) -> tuple[str, str] | None:
+    """(user, password) of a well-formed ``Basic`` header: base64 of UTF-8 ``user:password``, no NUL."""
+    scheme, _, encoded = (authorization or "").partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    if sep != ":" or "\x00" in user + password:  # no colon: no password at all; a NUL ends a C string (bcrypt)
+        return None
+    return user, password
+
+
+def _key(user: str, password: str) -> tuple[str, bytes]:
+    """What a login is remembered by: the user and a sha256 of the password (never the password itself)."""
+    return user, hashlib.sha256(password.encode()).digest()
 
 
 def _mtime(path: Path) -> int:
@@ -141,7 +207,10 @@ def _only(data: dict, allowed: set[str], where: str) -> None:
 def load_web_config(path: str | Path) -> WebConfig:
     path = Path(path)
     src = str(path)
-    data = _mapping(read_yaml(path, WebConfigError), src)
+    raw = read_yaml(path, WebConfigError)
+    if raw is None:  # empty, blank, comments only or `null`: securing nothing is never what a given file means
+        raise WebConfigError(f"{src}: empty: give tls_server_config and/or basic_auth_users")
+    data = _mapping(raw, src)
     _only(data, {"tls_server_config", "http_server_config", "basic_auth_users", "rate_limit"}, src)
     if data.get("rate_limit"):
         raise WebConfigError(f"{src}: rate_limit is not supported by fioscope; remove it")
@@ -165,6 +234,8 @@ def load_web_config(path: str | Path) -> WebConfig:
         if not isinstance(hashed, str) or not hashed.startswith(_BCRYPT_PREFIXES) or not _bcrypt("", hashed).startswith("$2"):
             raise WebConfigError(f"{src}: basic_auth_users.{user}: not a bcrypt hash ($2y$...)")
         config.users[str(user)] = hashed
+    if config.tls is None and not config.users:
+        raise WebConfigError(f"{src}: secures nothing: give tls_server_config and/or basic_auth_users")
     return config
 
 

@@ -165,6 +165,11 @@ def alerts(s: dict) -> list[Alert]:
               "fioscope's fio schedule stopped",
               "fioscope {{ $labels.instance }}: the schedule thread is not running: no fio job will run.",
               "fio"),
+        Alert(n.ALERT_WEB_CONFIG_RELOAD_FAILED, "warning", "fioscope_web_config_last_reload_successful{%(fioSelector)s} == 0",
+              "web_config_reload_failed", "fioscope refused its changed web config",
+              "fioscope {{ $labels.instance }}: the changed --web.config.file was refused (see the exporter's log); "
+              "the previous TLS and basic-auth settings still serve, so a rotated password or certificate is not in force.",
+              "fio"),
         Alert(n.ALERT_NODE_EXPORTER_DOWN, "critical", "up{%(nodeSelector)s} == 0 or absent(up{%(nodeSelector)s})", "target_down",
               "node_exporter down", "node_exporter {{ $labels.instance }} cannot be scraped: no kernel view of the disks.", "disk"),
     ]

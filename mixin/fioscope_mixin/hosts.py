@@ -11,6 +11,7 @@ override). NAME becomes the ``host`` label of both exporters' series.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 import sys
@@ -22,8 +23,11 @@ from fioscope_mixin import CHECKOUT as REPO
 from fioscope_mixin.settings import SettingsError, load_settings
 from fioscope_mixin.stack import JOB_LABEL
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):\d{1,5}$")
+# matched with fullmatch: `$` would let a trailing newline through (an invalid file_sd file)
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", re.ASCII)
+ADDRESS = re.compile(r"(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9._-]+)):(?P<port>[0-9]{1,5})", re.ASCII)
+# a DNS label (RFC 1123; '_' too, as in compose service names): no empty label, no leading or trailing '-'
+LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?", re.ASCII)
 
 
 class HostError(ValueError):
@@ -35,20 +39,45 @@ def hosts_dir(overrides: list[str] | None = None) -> Path:
     return REPO / "provisioning" / "prometheus" / load_settings(overrides)["stack"]["hosts_dir"]
 
 
-def host_groups(name: str, node_address: str, fioscope_address: str) -> list[dict]:
-    """The file_sd target groups of one host: its node_exporter and its fioscope exporter."""
-    if not NAME.match(name):
+def check_name(name: str, own_host: str) -> None:
+    if not NAME.fullmatch(name):
         raise HostError(f"NAME {name!r}: letters, digits, '.', '_' and '-' only (at most 63)")
+    if name == own_host:
+        raise HostError(f"NAME {name!r}: the stack's own host (stack.host of alerts/config.yaml); choose another name")
+
+
+def check_address(what: str, address: str) -> None:
+    """HOST:PORT as Prometheus scrapes it: an IPv4 address, a [IPv6] address or a DNS name, and a port 1-65535."""
+    m = ADDRESS.fullmatch(address)
+    ok = m is not None and 0 < int(m["port"]) < 65536
+    if m and ok and m["ipv6"]:
+        ok = _is_ip(m["ipv6"], 6)
+    elif m and ok:
+        host = m["host"]
+        ok = _is_ip(host, 4) if re.fullmatch(r"[0-9.]+", host) else len(host) <= 253 and all(map(LABEL.fullmatch, host.split(".")))
+    if not ok:
+        raise HostError(f"{what} {address!r}: expected HOST:PORT (an IPv4 address, [IPv6] or a DNS name; port 1-65535)")
+
+
+def _is_ip(text: str, version: int) -> bool:
+    try:
+        return ipaddress.ip_address(text).version == version
+    except ValueError:
+        return False
+
+
+def host_groups(name: str, node_address: str, fioscope_address: str, own_host: str = "") -> list[dict]:
+    """The file_sd target groups of one host: its node_exporter and its fioscope exporter."""
+    check_name(name, own_host)
     for what, address in (("NODE_ADDR", node_address), ("FIOSCOPE_ADDR", fioscope_address)):
-        if not ADDRESS.match(address) or not 0 < int(address.rpartition(":")[2]) < 65536:
-            raise HostError(f"{what} {address!r}: expected HOST:PORT")
+        check_address(what, address)
     return [{"targets": [address], "labels": {"host": name, JOB_LABEL: job}}
             for job, address in (("node", node_address), ("fioscope", fioscope_address))]
 
 
-def add(directory: Path, name: str, node_address: str, fioscope_address: str) -> Path:
+def add(directory: Path, name: str, node_address: str, fioscope_address: str, own_host: str = "") -> Path:
     """Write (or replace) the host's file atomically: Prometheus never reads half of it."""
-    groups = host_groups(name, node_address, fioscope_address)
+    groups = host_groups(name, node_address, fioscope_address, own_host)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.yml"
     tmp = directory / f".{name}.yml.tmp"  # outside the *.yml glob
@@ -59,7 +88,7 @@ def add(directory: Path, name: str, node_address: str, fioscope_address: str) ->
 
 def remove(directory: Path, name: str) -> Path:
     path = directory / f"{name}.yml"
-    if not NAME.match(name) or not path.exists():
+    if not NAME.fullmatch(name) or not path.exists():
         raise HostError(f"NAME {name!r}: no such host in {directory}")
     path.unlink()
     return path
@@ -79,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         directory = args.dir or hosts_dir()
         if args.command == "add":
-            print(f"host {args.name}: {add(directory, args.name, args.node_address, args.fioscope_address)}")
+            own_host = str(load_settings()["stack"]["host"])
+            print(f"host {args.name}: {add(directory, args.name, args.node_address, args.fioscope_address, own_host)}")
         elif args.command == "remove":
             print(f"removed {remove(directory, args.name)}")
         else:

@@ -80,6 +80,7 @@ ALERT_FIO_RESULTS_STALE = "FioscopeFioResultsStale"
 ALERT_EXPORTER_DOWN = "FioscopeExporterDown"
 ALERT_RESULT_SCAN_STALLED = "FioscopeResultScanStalled"
 ALERT_SCHEDULER_STOPPED = "FioscopeSchedulerStopped"
+ALERT_WEB_CONFIG_RELOAD_FAILED = "FioscopeWebConfigReloadFailed"
 ALERT_NODE_EXPORTER_DOWN = "FioscopeNodeExporterDown"
 
 # the alerts that say "this disk is throttled" (the dashboards' verdict, the offline diagnosis)

@@ -130,7 +130,9 @@ def _number_field(doc, e, rng):
 
 def _percentile_key(doc, e, rng):
     pct = _latency(e).setdefault("percentile", {})
-    pct[rng.choice(["abc", "", "sNaN", "1e999990", "NaN", "-5", "101", "0", "Infinity", "1" * 40])] = 1000
+    # "1e-999990" is in (0, 100] but was a 1,000,135-character quantile label (issue 16)
+    keys = ["abc", "", "sNaN", "1e999990", "NaN", "-5", "101", "0", "Infinity", "1" * 40, "1e-999990", "5E-3", "99.9"]
+    pct[rng.choice(keys)] = 1000
 
 
 def _percentile_value(doc, e, rng):
@@ -294,3 +296,68 @@ def write(files: list[CorpusFile], directory: Path, mtime: float | None = None) 
         path.write_bytes(f.data)
         if mtime is not None:
             os.utime(path, (mtime, mtime))
+
+
+# ---- hostile web configs (--web.config.file): each must be refused, at start and on a hot reload ----------
+def hostile_web_configs(good: str) -> list[tuple[str, str]]:
+    """(name, text) of web config files that must never take effect; ``good`` is a working config's text
+    (TLS and basic auth) with ``basic_auth_users`` after ``tls_server_config``."""
+    cut = good.index("basic_auth_users")
+    return [
+        ("empty", ""),
+        ("whitespace", "\n  \n"),
+        ("comments-only", "# nothing here\n"),
+        ("null", "null\n"),
+        ("truncated-before-users", good[:cut]),  # valid YAML: TLS without basic auth
+        ("truncated-mid-hash", good[: good.index("$2", cut) + 12] + "\n"),
+        ("list", "- tls_server_config\n"),
+        ("scalar", "tls_server_config\n"),
+        ("users-not-mapping", "basic_auth_users: [prometheus]\n"),
+        ("tls-not-mapping", "tls_server_config: yes\nbasic_auth_users: {}\n"),
+        ("only-headers", "http_server_config:\n  headers: {X-Frame-Options: deny}\n"),
+        ("broken-yaml", "basic_auth_users: [broken\n"),
+        ("binary", "\x00\x01\x02\xff"),
+    ]
+
+
+# ---- hostile `stack/hosts.py add NAME NODE_ADDR FIOSCOPE_ADDR` arguments: each refused, nothing written ----------
+GOOD_NODE, GOOD_FIOSCOPE = "10.0.0.7:9100", "10.0.0.7:7963"
+HOSTILE_HOSTS = [
+    ("db-7\n", GOOD_NODE, GOOD_FIOSCOPE),  # a trailing newline made invalid file_sd YAML (issue 16)
+    ("db-7\r", GOOD_NODE, GOOD_FIOSCOPE),
+    ("db-7 ", GOOD_NODE, GOOD_FIOSCOPE),
+    (" db-7", GOOD_NODE, GOOD_FIOSCOPE),
+    ("db\t7", GOOD_NODE, GOOD_FIOSCOPE),
+    ("db-7\x1b[31m", GOOD_NODE, GOOD_FIOSCOPE),
+    ("local", GOOD_NODE, GOOD_FIOSCOPE),  # the stack's own host (stack.host of alerts/config.yaml)
+    ("../x", GOOD_NODE, GOOD_FIOSCOPE),
+    ("x" * 64, GOOD_NODE, GOOD_FIOSCOPE),
+    ("", GOOD_NODE, GOOD_FIOSCOPE),
+    ("db-7", GOOD_NODE + "\n", GOOD_FIOSCOPE),
+    ("db-7", GOOD_NODE, GOOD_FIOSCOPE + "\n"),
+    ("db-7", " " + GOOD_NODE, GOOD_FIOSCOPE),
+    ("db-7", "10.0.0.7 :9100", GOOD_FIOSCOPE),
+    ("db-7", "10.0.0.7:0", GOOD_FIOSCOPE),
+    ("db-7", "10.0.0.7:65536", GOOD_FIOSCOPE),
+    ("db-7", "10.0.0.7:09100x", GOOD_FIOSCOPE),
+    ("db-7", "10.0.0.7", GOOD_FIOSCOPE),
+    ("db-7", ":9100", GOOD_FIOSCOPE),
+    ("db-7", "999.0.0.1:9100", GOOD_FIOSCOPE),
+    ("db-7", "[zz::1]:9100", GOOD_FIOSCOPE),
+    ("db-7", "::1:9100", GOOD_FIOSCOPE),
+    ("db-7", "-db.example:9100", GOOD_FIOSCOPE),
+    ("db-7", "db..example:9100", GOOD_FIOSCOPE),
+    ("db-7", "db/7:9100", GOOD_FIOSCOPE),
+    ("db-7", "http://db-7:9100", GOOD_FIOSCOPE),
+]
+GOOD_HOSTS = [("db-7", GOOD_NODE, GOOD_FIOSCOPE), ("db_8.rack-2", "[::1]:9100", "db-8.example.org:7963"),
+              ("LOCAL2", "localhost:9100", "127.0.0.1:7963")]
+
+
+# ---- result files with many jobs (issue 16: 5,000 jobs made every scrape 245 MiB) ----------------------------
+def many_jobs(count: int, prefix: str, base: str = "fio-3.33/etcd.json+") -> bytes:
+    """fio output whose first job (what the exporter reads of it) is repeated ``count`` times as ``<prefix>-<i>``."""
+    doc = json.loads((FIO_OUTPUTS / base).read_text())
+    entry = {k: v for k, v in doc["jobs"][0].items() if k in ("error", "job_runtime", "job options", "read", "write", "sync")}
+    doc["jobs"] = [{**entry, "jobname": f"{prefix}-{i}"} for i in range(count)]
+    return json.dumps(doc, separators=(",", ":")).encode()

@@ -18,6 +18,12 @@ Exposition::
     fioscope_scheduler_running 1            (only with a schedule)
     # TYPE fioscope_scrape_duration_seconds gauge
     fioscope_scrape_duration_seconds 0.0011
+    # TYPE fioscope_series_limit_refused_jobs_total counter
+    fioscope_series_limit_refused_jobs_total 0
+    # TYPE fioscope_web_config_reload_failures_total counter
+    fioscope_web_config_reload_failures_total 0     (only with --web.config.file)
+    # TYPE fioscope_web_config_last_reload_successful gauge
+    fioscope_web_config_last_reload_successful 1    (only with --web.config.file)
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from .. import __version__
 from ..scanner import ScanLoop, effective_interval
 from ..store import Store
+from ..webconfig import ReloadStatus
+from .fio import FioCollector
 
 
 class ScrapeTimer:
@@ -40,11 +48,14 @@ class ScrapeTimer:
 
 class ExporterCollector:
     def __init__(self, store: Store, timer: ScrapeTimer, scan_loop: ScanLoop | None = None,
-                 scheduler: threading.Thread | None = None):
+                 scheduler: threading.Thread | None = None, web_status: ReloadStatus | None = None,
+                 fio: FioCollector | None = None):
         self.store = store
         self.timer = timer
         self.scan_loop = scan_loop
         self.scheduler = scheduler
+        self.web_status = web_status
+        self.fio = fio
 
     def collect(self):
         health = self.store.health()
@@ -69,3 +80,14 @@ class ExporterCollector:
                                     value=1 if self.scheduler.is_alive() else 0)
         yield GaugeMetricFamily("fioscope_scrape_duration_seconds", "Time the previous /metrics render took.",
                                 value=self.timer.last_seconds)
+        if self.fio is not None:
+            yield CounterMetricFamily("fioscope_series_limit_refused_jobs",
+                                      "Jobs not published because their series would take /metrics past max_series.",
+                                      value=self.fio.refused_jobs_total)
+        if self.web_status is not None:
+            yield CounterMetricFamily("fioscope_web_config_reload_failures",
+                                      "Changes of --web.config.file refused (empty, broken, invalid, unreadable, or turning TLS/auth off).",
+                                      value=self.web_status.failures)
+            yield GaugeMetricFamily("fioscope_web_config_last_reload_successful",
+                                    "0 while the last change of --web.config.file was refused and the previous settings serve.",
+                                    value=1 if self.web_status.last_successful else 0)

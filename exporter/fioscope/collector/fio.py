@@ -34,6 +34,7 @@ with histograms are ~25k samples, which client_python's encoder needs ~0.5 s for
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -51,6 +52,8 @@ from ..histogram import BUCKET_BOUNDS
 from ..state import HistKey, HistogramState, JobKey, JobState
 from ..store import Store
 from .exposition import RenderCache, ZeroOnce
+
+log = logging.getLogger("fioscope.collector")
 
 _LE = [repr(b) for b in BUCKET_BOUNDS] + ["+Inf"]
 _LE_LABELS = [f'le="{le}"' for le in _LE]
@@ -183,6 +186,12 @@ class FioCollector:
         self.zero_once = ZeroOnce()  # one for collect() and render(): a series is shown at zero once, whichever asks
         self._cache = RenderCache(job_texts)
         self._lock = threading.Lock()
+        # the series bound of /metrics (config max_series): jobs published, in the order they were
+        # first published, with their series counts; a job new to it that does not fit is left out
+        self._admitted: dict[JobKey, int] = {}
+        self._refused: set[JobKey] = set()  # logged and counted once each
+        self._sizes: dict[JobKey, int] = {}  # series of each job's cached text
+        self.refused_jobs_total = 0
 
     def collect(self):
         jobs, hists = self.store.snapshot()
@@ -197,10 +206,41 @@ class FioCollector:
         with self._lock:  # concurrent scrapes share one cache
             jobs, hists = self.store.snapshot(unchanged=self._cache.reusable())
             texts = self._cache.texts(jobs, hists, self.zero_once)
-            order = sorted(jobs)
+            self._sizes = {key: sum(part.count("\n") for part in text.values()) for key, text in texts.items()}  # series per job
+            order = self._within_series_limit(jobs)
             parts = []
             for fname, kind, help_text, _ in FAMILIES:
                 exposed = fname + "_total" if kind == "counter" else fname  # as generate_latest names counters
                 parts.append(f"# HELP {exposed} {help_text}\n# TYPE {exposed} {kind}\n")
                 parts.extend(texts[key][fname] for key in order)
             return "".join(parts)
+
+    def _within_series_limit(self, jobs: dict[JobKey, JobState]) -> list[JobKey]:
+        """The jobs to publish, sorted: those published before, then new ones while the total stays within max_series.
+
+        A published job keeps its place even if it grows (a new direction or stage: a few series).
+        """
+        limit = self.store.config.max_series
+        for key in [k for k in self._admitted if k not in jobs]:
+            del self._admitted[key]
+        total = 0
+        for key in self._admitted:
+            self._admitted[key] = self._sizes[key]
+            total += self._admitted[key]
+        refused: list[tuple[JobKey, int]] = []
+        for key in sorted(k for k in jobs if k not in self._admitted):
+            size = self._sizes[key]
+            if total + size <= limit:
+                self._admitted[key] = size
+                total += size
+                self._refused.discard(key)
+            elif key not in self._refused:
+                self._refused.add(key)
+                refused.append((key, size))
+        if refused:  # one line per scrape that refuses, however many jobs (a hostile file may bring thousands)
+            self.refused_jobs_total += len(refused)
+            (target, jobname, hostname), size = refused[0]
+            log.error("%d job(s) not published: /metrics is at %d series of max_series %d (first: job %s, target %s%s, %d series); "
+                      "raise max_series in the config or remove result files", len(refused), total, limit, ascii(jobname), ascii(target),
+                      f", host {ascii(hostname)}" if hostname else "", size)
+        return sorted(self._admitted)
