@@ -8,7 +8,7 @@ no cache of failures helps; ``--same-password`` sends one wrong password over an
 Prints the median and p90 of each and how many
 flood requests were answered (all with 401).
 
-Usage: python3 bench/bench_auth_flood.py [--clients 48] [--scrapes 50] [--same-password]
+Usage: PYTHONPATH=tests python3 bench/bench_auth_flood.py [--clients 48] [--scrapes 50] [--same-password]
 """
 
 from __future__ import annotations
@@ -26,10 +26,8 @@ import time
 from pathlib import Path
 
 import bcrypt
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-from conftest import free_port, wait_for  # noqa: E402
+from helpers.net import free_port, wait_for
+from helpers.paths import checkout_env
 
 PASSWORD = "right"
 
@@ -96,7 +94,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         web = Path(tmp, "web.yml")
         web.write_text(f"basic_auth_users:\n  prometheus: {bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(10)).decode()}\n")
-        env = {**os.environ, "PYTHONPATH": f"{REPO / 'exporter'}:{REPO / 'mixin'}"}
+        env = checkout_env()
         server = subprocess.Popen([sys.executable, "-m", "fioscope", "serve", "--results.dir", str(Path(tmp, "results")),
                                    "--web.listen-address", f"127.0.0.1:{port}", "--web.config.file", str(web)],
                                   stderr=subprocess.DEVNULL, env=env)

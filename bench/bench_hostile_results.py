@@ -2,11 +2,11 @@
 """Hostile result files against a real ``fioscope serve``: prints figures, asserts nothing.
 
   --percentile-bomb N   one file of ~6 KiB whose job has N percentile keys like "1e-999990"
-  --jobs N              one file with N jobs (fio-3.33/randrw.json's job under N names, tests/corpus.py)
+  --jobs N              one file with N jobs (fio-3.33/randrw.json's job under N names, tests/helpers/corpus.py)
   --files F             with --jobs: F such files (series per exporter)
 
 Prints the /metrics size, the scrape time (median of 5), the exporter's RSS and the rejected count.
-Usage: python3 bench/bench_hostile_results.py --jobs 5000
+Usage: PYTHONPATH=tests python3 bench/bench_hostile_results.py --jobs 5000
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-import corpus  # noqa: E402
-from conftest import FIO_OUTPUTS, free_port, wait_for  # noqa: E402
+from helpers import corpus
+from helpers.net import free_port, wait_for
+from helpers.paths import FIO_OUTPUTS
 
 
 def rss_mib(pid: int) -> float:

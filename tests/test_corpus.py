@@ -1,4 +1,4 @@
-"""The hostile corpus (tests/corpus.py, fixed seed) dropped into a live exporter process.
+"""The hostile corpus (tests/helpers/corpus.py, fixed seed) dropped into a live exporter process.
 
 The server keeps serving (/metrics 200, valid for promtool), every file is either
 published exactly or counted once as rejected, and no earlier result changes.

@@ -1,4 +1,4 @@
-"""``stack/hosts.py add``: hostile names and addresses (tests/corpus.py) are refused with one line, nothing is written,
+"""``python -m fioscope_mixin.hosts add``: hostile names and addresses (tests/helpers/corpus.py) are refused with one line, nothing is written,
 and the generated Prometheus config with every host file still passes a real ``promtool check config``."""
 
 from __future__ import annotations
@@ -7,23 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import corpus
-from conftest import REPO, require
+from helpers import corpus
+from helpers.binaries import require
+from helpers.native_stack import write_stack_files
 
-HOSTS = [sys.executable, str(REPO / "stack" / "hosts.py")]
+HOSTS = [sys.executable, "-m", "fioscope_mixin.hosts"]
 
 
 def _prometheus_config(root: Path, hosts: Path) -> Path:
-    """The repository's generated prometheus.yml (stack/native.py's generator) with hosts_dir pointing at ``hosts``."""
-    sys.path[:0] = [str(REPO / "stack")]
-    from fioscope.settings import load_settings
-    from native import _generator
-
-    for rel, text in _generator().render(load_settings([f"stack.hosts_dir={hosts}"])).items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root / "provisioning" / "prometheus" / "prometheus.yml"
+    """The repository's generated prometheus.yml with hosts_dir pointing at ``hosts``."""
+    return write_stack_files(root, [f"stack.hosts_dir={hosts}"])
 
 
 def _promtool_check(config: Path) -> subprocess.CompletedProcess:
@@ -50,5 +43,5 @@ def test_hostile_host_arguments_are_refused_and_promtool_passes(tmp_path):
     check = _promtool_check(config)
     assert check.returncode == 0, check.stdout + check.stderr
     # control: promtool does read the host files (a file as the old hosts.py wrote for "db-7\n" fails it)
-    (hosts / "control.yml").write_text("# host db-7\n: written by stack/hosts.py\n- targets: [a:1]\n")
+    (hosts / "control.yml").write_text("# host db-7\n: written by fioscope_mixin.hosts\n- targets: [a:1]\n")
     assert _promtool_check(config).returncode != 0

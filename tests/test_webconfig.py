@@ -194,7 +194,7 @@ def test_changed_web_config_takes_effect_without_restart(web_config, tmp_path):
 
 
 def _health(url: str, context: ssl.SSLContext) -> dict:
-    from conftest import parse_exposition
+    from helpers.exposition import parse_exposition
 
     status, body, _ = get(url, context, "prometheus", PASSWORD)
     assert status == 200
@@ -203,8 +203,8 @@ def _health(url: str, context: ssl.SSLContext) -> dict:
 
 
 def test_an_emptied_truncated_or_invalid_web_config_never_opens_the_exporter(web_config, tmp_path):
-    """Never fail open: every hostile file (tests/corpus.py) is ignored on reload like broken YAML; TLS and auth stay."""
-    import corpus
+    """Never fail open: every hostile file (tests/helpers/corpus.py) is ignored on reload like broken YAML; TLS and auth stay."""
+    from helpers import corpus
 
     path = tmp_path / "web.yml"
     for name in ("server.crt", "server.key"):
@@ -247,7 +247,7 @@ def test_an_emptied_truncated_or_invalid_web_config_never_opens_the_exporter(web
 
 @pytest.mark.parametrize("name", ["empty", "comments-only", "only-headers", "list"])
 def test_a_web_config_that_secures_nothing_is_refused_at_start(name, web_config, tmp_path):
-    import corpus
+    from helpers import corpus
 
     text = dict(corpus.hostile_web_configs(web_config.read_text()))[name]
     path = web_config.parent / f"start-{name}.yml"
