@@ -19,17 +19,10 @@ from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 
 from .. import __version__
+from ..verdicts import Verdict  # the one Verdict: `run`'s and the reports' (data-* attributes here)
 from . import ReportError
 from .charts import DPI, Chart
 from .reportjson import report_json
-
-
-@dataclass
-class Verdict:
-    kind: str  # stable name for tools and tests: throttled, sla, etcd-fsync, iowait, alerts, knee, ...
-    ok: bool | None  # None: informational
-    text: str
-    data: dict = field(default_factory=dict)  # figures behind the verdict, as data-* attributes
 
 
 @dataclass
