@@ -196,7 +196,7 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
 
 def device_section(key: tuple[str, str], instance: str, name: str, fetch, device_m: str, shaded: list[Window]) -> Section:
     where, device = key
-    slug = "".join(c if c.isalnum() else "_" for c in f"{where}-{device}")
+    slug = f"{where}-{device}"  # html.write_report turns it into a safe file name, distinct for sd-a and sd_a
     charts: list[Chart] = []
     # the CPU rules aggregate by (instance, job): no host label, matched on the disk's instance
     cpu = [Line(label, *_xy({(s.labels.get("instance", ""), ""): s for s in fetch(rule, "").values()}, (instance, "")))
