@@ -85,3 +85,88 @@ def hostile_fio_results(directory: Path) -> Path:
 
 def iso(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S+0000")
+
+
+# ---- values and times --------------------------------------------------------------------------
+
+LAB_DEVICE = "loop0"  # the capped lab disk in capped.json
+INVALID_VALUES = [("r/s", float("nan")), ("aqu-sz", float("inf")), ("util", -5.0), ("r_await", -1.0), ("util", 1e308)]
+
+
+def invalid_values_capture(path: Path) -> Path:
+    """The capped capture with one unusable value in each of five samples while the disk is at its cap."""
+    doc = iostat_doc()
+    loaded = [s for s in statistics(doc)[1:] if any(d["disk_device"] == LAB_DEVICE and d["r/s"] > 150 for d in s["disk"])]
+    for stat, (column, value) in zip(loaded[2::2], INVALID_VALUES):
+        next(d for d in stat["disk"] if d["disk_device"] == LAB_DEVICE)[column] = value
+    assert len(loaded[2::2]) >= len(INVALID_VALUES), "the capped capture has fewer loaded samples than expected"
+    path.write_text(json.dumps(doc))  # NaN and Infinity as Python's json writes them (and reads them back)
+    return path
+
+
+def shifted(stats: list[dict], seconds: float) -> list[dict]:
+    out = copy.deepcopy(stats)
+    for stat in out:
+        parsed = dt.datetime.fromisoformat(stat["timestamp"])
+        stat["timestamp"] = iso(parsed.timestamp() + seconds)
+    return out
+
+
+def with_gap_capture(path: Path, days: float) -> Path:
+    """The capped capture, then the same samples again ``days`` later (one gap)."""
+    doc = iostat_doc()
+    stats = statistics(doc)
+    stats += shifted(stats[1:], days * 86400)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def one_late_sample_capture(path: Path, seconds: float) -> Path:
+    """The capped capture with its last sample dated ``seconds`` later (a year, or back to 1970)."""
+    doc = iostat_doc()
+    stats = statistics(doc)
+    stats[-1] = shifted([stats[-1]], seconds)[0]
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def many_devices_capture(path: Path, devices: int) -> Path:
+    doc = iostat_doc()
+    for stat in statistics(doc):
+        template = stat["disk"][0]
+        stat["disk"] = [{**template, "disk_device": f"sd{i}"} for i in range(devices)]
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def long_capture(path: Path, hours: float, interval: float = 60.0) -> Path:
+    """``hours`` of the capped capture's samples repeated at ``interval`` seconds (longer than one range query)."""
+    doc = iostat_doc()
+    stats = statistics(doc)
+    start = dt.datetime.fromisoformat(stats[1]["timestamp"]).timestamp()
+    out = [stats[0]]
+    for i in range(int(hours * 3600 / interval)):
+        sample = copy.deepcopy(stats[1 + i % (len(stats) - 1)])
+        sample["timestamp"] = iso(start + i * interval)
+        out.append(sample)
+    doc["sysstat"]["hosts"][0]["statistics"] = out
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def colliding_devices_capture(path: Path) -> Path:
+    """Devices ``sd-a`` and ``sd_a``: one file name each for their charts, not one for both."""
+    path.write_text(json.dumps(rename_devices(iostat_doc(), {"loop0": "sd-a", "vda": "sd_a"})))
+    return path
+
+
+def colliding_targets_results(directory: Path) -> Path:
+    """Two fio outputs whose only difference is the directory: /a/b and /a_b."""
+    directory.mkdir(parents=True, exist_ok=True)
+    doc = json.loads((FIXTURES / "fio-outputs" / "fio-3.33" / "randrw.json").read_text())
+    for name, target in (("ab", "/a/b"), ("a_b", "/a_b")):
+        one = copy.deepcopy(doc)
+        for job in one["jobs"]:
+            job["job options"]["directory"] = target
+        (directory / f"{name}.json").write_text(json.dumps(one))
+    return directory

@@ -113,9 +113,10 @@ def sla_seconds(device: str) -> float | None:
 
 def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | None, devices: list[str] | None,
                      firings: Callable[[float], list[Firing]] | None = None, source: str = "",
-                     declared: dict[str, str] | None = None, min_step: float = 15.0) -> Report:
-    """The report over [start, end]. ``firings(step)`` gives the alerts the rules fired (default: ALERTS)."""
-    step = step_for(start, end, min_step)
+                     declared: dict[str, str] | None = None, min_step: float = 15.0, step: float | None = None) -> Report:
+    """The report over [start, end]. ``firings(step)`` gives the alerts the rules fired (default: ALERTS).
+    ``step``: one point per step (offline: the grid the rules were evaluated on), else from the window's length."""
+    step = step or step_for(start, end, min_step)
     host_m, device_m = _matchers(host, devices)
     by_rule: dict[str, dict[tuple[str, str], Series]] = {}
 

@@ -209,11 +209,14 @@ class _Merger:
             dt_ = self.last_dt  # after a gap the report covers one usual interval
         elif dt_:
             self.last_dt = dt_
+        samples = self.capture.samples
+        if dt_ and len(samples) == 1 and not samples[0].interval:
+            samples[0].interval = dt_  # the first kept report covers as long as the one after it
         self.last_t = t
         if self.devices is not None:
             disks = {d: row for d, row in disks.items() if d in self.devices}
         self.pending.append((t, dt_, cpu, disks))
-        if len(self.pending) >= self.k:
+        if len(self.pending) >= self.k or not dt_:  # the first report stays alone: its length is known only later
             self.flush()
 
     def flush(self) -> None:
@@ -327,6 +330,10 @@ def check_bounds(captures: list[IostatCapture]) -> None:
     if b - a > MAX_SPAN:
         raise ReportError(f"--iostat {first.path}: the samples span {(b - a) / 86400:.0f} days ({_iso(a)} to {_iso(b)}, in {last.path}); "
                           f"at most {MAX_SPAN / 86400:.0f} days in one report (a wrong timestamp? split the capture)")
+    stretches = len(coverage(captures))
+    if stretches > MAX_SPANS:
+        raise ReportError(f"--iostat {first.path}: {stretches} separate stretches of samples (gaps in time between them); "
+                          f"at most {MAX_SPANS} in one report (split the capture)")
 
 
 def _iso(ts: float) -> str:
@@ -368,9 +375,9 @@ class Grid:
 def counter_points(capture: IostatCapture, grid: Grid) -> Iterator[tuple[str, str, list[tuple[float, float]]]]:
     """(metric name, label text, [(t, counter value)]) rebuilt from the per-interval rates, one metric at a time.
 
-    A sample covers ``interval`` seconds before its timestamp; where that does not start at the previous
-    sample of its series (a gap, or the device left out for a bad value) the counter restarts flat there:
-    nothing is made up for the time in between."""
+    A sample covers ``interval`` seconds before its timestamp. Where that does not start at the previous
+    sample of its series: after a gap the counter restarts flat (nothing is made up for the gap); after a
+    report left out for a bad value (less than a rate window) the next report's rate covers both."""
     base = {"job": "node", "instance": f"iostat:{capture.host}", "host": capture.host}
     samples = capture.samples
     first_interval = next((s.interval for s in samples if s.interval > 0), 10.0)
@@ -382,9 +389,11 @@ def counter_points(capture: IostatCapture, grid: Grid) -> Iterator[tuple[str, st
         value, end = 0.0, None
         for i, rate in rates:
             a, b = spans[i]
-            if end is None or a > end + 1e-6:
-                points.append((a, value))
             ts = steps[i]
+            if end is not None and end + 1e-6 < a <= end + RATE_WINDOW:
+                a, ts = end, _steps(end, b, grid)  # a report left out (a bad value): the next one's rate stands in for it
+            elif end is None or a > end + 1e-6:
+                points.append((a, value))
             share = (b - a) / len(ts)
             for t in ts:
                 value += rate * share
@@ -466,9 +475,10 @@ def load_fio_runs(directory: str | None) -> list[FioRun]:
 
 
 def fio_series(runs: list[FioRun], host: str, start: float, end: float,
-               step: float = 5.0) -> dict[str, dict[str, list[tuple[float, float]]]]:
+               times: list[float] | None = None) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """``times``: where to write the series (default every 5 s from start to end; offline: where iostat has data)."""
     out: dict[str, dict[str, list[tuple[float, float]]]] = {}
-    times = [start + i * step for i in range(int((end - start) // step) + 1)]
+    times = times if times is not None else [start + i * 5.0 for i in range(int((end - start) // 5.0) + 1)]
     for run in runs:
         base = {"job": "fioscope", "instance": f"fioscope:{host}", "host": host, "jobname": run.jobname,
                 "target": run.target, "device": run.device}
@@ -641,16 +651,47 @@ def evaluate_alerts(prom: Prometheus, groups: list[dict], start: float, end: flo
     return fired
 
 
-def evaluation_grid(start: float, end: float, series: int, interval: float = MIN_GRID_STEP) -> Grid:
-    """The stack's evaluation interval, coarser (a multiple of it) where the capture is long or has many
-    devices: a range query stays within Prometheus' 11,000 points, a rule's output within RULE_BUDGET."""
-    points = max(100, min(MAX_QUERY_POINTS, RULE_BUDGET // max(1, series)))
-    step = max(interval, math.ceil((end - start + RATE_WINDOW) / points / interval) * interval)
-    return Grid(start - RATE_WINDOW, step)
+def coverage(captures: list[IostatCapture]) -> list[tuple[float, float]]:
+    """The time the captures have data for, as (start, end) spans: gaps left out, a rate window of margin."""
+    spans = []
+    for c in captures:
+        first_interval = next((s.interval for s in c.samples if s.interval > 0), 10.0)
+        spans += [(s.timestamp - (s.interval or first_interval) - RATE_WINDOW, s.timestamp) for s in c.samples]
+    merged: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1] + RATE_WINDOW:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
 
 
-MAX_QUERY_POINTS = 10_000  # Prometheus refuses a range query of more than 11,000 points per series
-RULE_BUDGET = 80_000  # samples one recording rule may produce over the capture (all its series)
+def evaluation_grid(spans: list[tuple[float, float]], series: int, interval: float = MIN_GRID_STEP) -> Grid:
+    """The stack's evaluation interval, coarser (a multiple of it) where the captures cover a long time or
+    many devices: a recording rule's output stays within RULE_BUDGET samples (gaps cost nothing)."""
+    covered = sum(b - a for a, b in spans)
+    points = max(100, RULE_BUDGET // max(1, series))
+    step = max(interval, math.ceil(covered / points / interval) * interval)
+    return Grid(spans[0][0], step)
+
+
+def on_grid(spans: list[tuple[float, float]], grid: Grid, step: float) -> Iterator[tuple[float, float]]:
+    """Each span from its first grid instant, so every piece of the evaluation lines up."""
+    for a, b in spans:
+        yield grid.start + math.ceil((a - grid.start) / step) * step, b
+
+
+def evaluate_recording_over(prom: Prometheus, rule: dict, spans: list[tuple[float, float]], grid: Grid) -> Family:
+    """``evaluate_recording`` over each covered span (nothing is evaluated in a gap), one family."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for a, b in on_grid(spans, grid, grid.step):
+        for labels, points in evaluate_recording(prom, rule, a, b, grid.step)[rule["record"]].items():
+            out.setdefault(labels, []).extend(points)
+    return {rule["record"]: out}
+
+
+RULE_BUDGET = 80_000  # samples one recording rule may produce over the captures (all its series)
+MAX_SPANS = 100  # separate stretches of data (a gap starts a new one)
 
 
 @contextlib.contextmanager
@@ -658,15 +699,17 @@ def backfilled(captures: list[IostatCapture], runs: list[FioRun], work: Path, ex
     """A temporary Prometheus serving the captures as node_exporter counters, the fio runs, ``extra``
     series, and the recording rules' output on the evaluation grid (``server.grid``)."""
     check_bounds(captures)
-    start = min(c.samples[0].timestamp for c in captures)
     end = max(c.samples[-1].timestamp for c in captures)
     hosts = sorted({c.host for c in captures})
     devices = len({(c.host, d) for c in captures for s in c.samples for d in s.disks}) + len(hosts)
-    grid = evaluation_grid(start, end, devices, seconds(load_settings()["stack"]["evaluation_interval"]))
+    spans = coverage(captures)
+    grid = evaluation_grid(spans, devices, seconds(load_settings()["stack"]["evaluation_interval"]))
     recording = _load_rules("recording.rules.yaml")
     work.mkdir(parents=True, exist_ok=True)
     data, om = work / "data", work / "series.om"
-    raw = merged([fio_series(runs, hosts[0], grid.start, end, min(5.0, grid.step / 3)), *([extra] if extra else [])])
+    fine = min(5.0, grid.step / 3)  # fio runs: when one starts and ends, finer than the grid
+    times = [t for a, b in on_grid(spans, grid, fine) for t in _range(a, b, fine)]
+    raw = merged([fio_series(runs, hosts[0], grid.start, end, times), *([extra] if extra else [])])
     write_openmetrics(om, [raw], (p for c in captures for p in counter_points(c, grid)))
     backfill(om, data, "backfilling the iostat samples")
     om.unlink()
@@ -677,7 +720,7 @@ def backfilled(captures: list[IostatCapture], runs: list[FioRun], work: Path, ex
         prom = Prometheus(server.url, flag="temporary Prometheus")
         for i, rules in enumerate(rule_levels(recording)):
             recorded = work / f"level{i}.om"
-            write_openmetrics(recorded, (evaluate_recording(prom, rule, grid.start, end, grid.step) for rule in rules))
+            write_openmetrics(recorded, (evaluate_recording_over(prom, rule, spans, grid) for rule in rules))
             blocks = work / f"blocks{i}"
             backfill(recorded, blocks, f"backfilling recording rules (level {i})")
             recorded.unlink()
@@ -688,6 +731,13 @@ def backfilled(captures: list[IostatCapture], runs: list[FioRun], work: Path, ex
         yield server
     finally:
         server.stop()
+
+
+def _range(a: float, b: float, step: float) -> Iterator[float]:
+    t = a
+    while t <= b:
+        yield t
+        t += step
 
 
 def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] | None):
@@ -704,7 +754,8 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
         source = ", ".join(paths) + (f" + fio results {results}" if results else "")
         report = diagnosis_report(prom, start, end, None, devices,
                                   firings=lambda step: evaluate_alerts(prom, alerting, start, end, step),
-                                  source=f"offline from {source}", declared=declared, min_step=server.grid.step)
+                                  source=f"offline from {source}", declared=declared, min_step=server.grid.step,
+                                  step=server.grid.step)
     report.summary.insert(0, f"Offline: {sum(len(c.samples) for c in captures)} iostat samples from host(s) {', '.join(hosts)}; "
                              "verdicts by fioscope's alert rules evaluated over them in a temporary Prometheus.")
     report.summary += input_notes(captures)
