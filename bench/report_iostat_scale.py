@@ -78,7 +78,8 @@ def run(case: str, tmp: Path) -> str:
     cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", proc.stderr))
     first = next((ln for ln in proc.stderr.splitlines() if not ln.startswith("\t") and "Command being timed" not in ln), "")
     size = capture.stat().st_size if capture.is_file() else 0
-    return f"{case:13} exit {proc.returncode}  {took:6.1f} s wall {cpu:6.1f} s CPU  peak RSS {rss / 2**20:5.2f} GiB  input {size / 2**20:6.1f} MiB  {first[:150]}"
+    return (f"{case:13} exit {proc.returncode}  {took:6.1f} s wall {cpu:6.1f} s CPU  peak RSS {rss / 2**20:5.2f} GiB  "
+            f"input {size / 2**20:6.1f} MiB  {first[:150]}")
 
 
 def main() -> int:
