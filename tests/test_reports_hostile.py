@@ -207,7 +207,8 @@ def test_a_30_day_gap_stays_a_gap(tmp_path):
 def test_dev_zero_and_other_non_json_input_is_one_fast_line(tmp_path):
     out = tmp_path / "out"
     proc, took, rss = timed("--iostat", "/dev/zero", "--output", str(out), timeout=30)
-    assert proc.returncode == 2 and proc.stderr.splitlines() == ["fioscope report: --iostat /dev/zero: not JSON (it does not start with '{')"]
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["fioscope report: --iostat /dev/zero: not JSON (it does not start with '{')"]
     assert took < 20 and rss < 200, (took, rss)
 
 
