@@ -96,7 +96,7 @@ COLUMN_ALIASES = {"avgqu-sz": "aqu-sz", "%util": "util"}
 MAX_FILE_BYTES = 512 * 2**20  # a day at 1 s of 8 devices is ~300 MiB of iostat JSON
 MAX_DEVICES = 64  # (host, device) pairs in one report; --device picks some
 MAX_SPAN = 31 * 86400.0  # first to last sample
-MAX_DEVICE_SAMPLES = 150_000  # kept (sample x device) rows; beyond, consecutive samples are merged (exact sums)
+MAX_DEVICE_SAMPLES = 60_000  # kept (sample x device) rows; beyond, consecutive samples are merged (exact sums)
 GAP_FACTOR, GAP_MIN = 10.0, 300.0  # an interval this much longer than the one before is a gap, not a long interval
 MAX_UTIL = 110.0  # %util: sysstat caps it at 100; older kernels overshoot a little
 MAX_RATE = 1e12  # no disk completes, merges or moves this much per second (kB, IO, ms)
@@ -163,14 +163,22 @@ def invalid(column: str, value: object) -> str | None:
 
 
 def _disk_row(disk: dict, skipped: Counter) -> dict[str, float] | None:
-    row = {COLUMN_ALIASES.get(str(k), str(k)): v for k, v in disk.items()}
-    for column in USED:
-        if column in row or column in REQUIRED:
-            reason = invalid(column, row.get(column))
-            if reason:
-                skipped[reason] += 1
-                return None
-    return {c: float(row[c]) for c in USED if c in row}
+    if "avgqu-sz" in disk or "%util" in disk:
+        disk = {COLUMN_ALIASES.get(str(k), str(k)): v for k, v in disk.items()}
+    row = {c: disk[c] for c in USED if c in disk}
+    values = row.values()
+    try:  # the common case at once: every value a number in range (NaN compares false)
+        if all(c in row for c in REQUIRED) and all(0.0 <= v <= MAX_RATE for v in values) and row["util"] <= MAX_UTIL \
+                and not any(isinstance(v, bool) for v in values):
+            return {c: float(v) for c, v in row.items()}
+    except TypeError:
+        pass
+    for column in (*REQUIRED, *row):
+        reason = invalid(column, row.get(column))
+        if reason:
+            skipped[reason] += 1
+            return None
+    return {c: float(v) for c, v in row.items()}
 
 
 def _cpu_row(cpu: object, skipped: Counter) -> dict[str, float]:
@@ -525,10 +533,16 @@ def write_openmetrics(path: Path, families: Iterable[Family], counters: Iterable
         for family in families:
             for name in sorted(family):
                 for labels, points in family[name].items():
-                    f.writelines(f"{name}{labels} {_number(v)} {t:.3f}\n" for t, v in sorted(points))
+                    f.writelines(_lines(f"{name}{labels} ", sorted(points)))
         for name, labels, points in counters:
-            f.writelines(f"{name}{labels} {_number(v)} {t:.3f}\n" for t, v in points)
+            f.writelines(_lines(f"{name}{labels} ", points))
         f.write("# EOF\n")
+
+
+def _lines(prefix: str, points: Iterable[tuple[float, float]]) -> Iterator[str]:
+    for t, v in points:
+        text = repr(v)
+        yield f"{prefix}{text if text[-1] not in 'nf' else _number(v)} {t:.3f}\n"  # nan, inf: OpenMetrics spells them NaN, +Inf
 
 
 def backfill(source: Path, blocks: Path, what: str) -> None:
