@@ -9,16 +9,23 @@ them:
    ``node_disk_read_time_seconds_total``, ``aqu-sz`` -> ``..._io_time_weighted_seconds_total``,
    ``%util`` -> ``..._io_time_seconds_total``, avg-cpu -> ``node_cpu_seconds_total``), with
    ``job="node"``, ``instance="iostat:<nodename>"`` and ``host=<nodename>``; a rate is
-   constant within an interval, so long intervals get interpolated counter samples every
-   ``MAX_SAMPLE_GAP`` seconds and the rules' ``rate(...[1m])`` windows always see data. fio
-   result files add ``fio_run_running`` (1 while the run lasted) and the fdatasync p99
+   constant within an interval, so an interval longer than ``MAX_SAMPLE_GAP`` gets
+   interpolated counter samples at each evaluation instant in it and half a rate window
+   before (the rules' ``rate(...[1m])`` always see two). fio result files add
+   ``fio_run_running`` (1 while the run lasted) and the fdatasync p99
    (``fio_run_latency_seconds``) the fsync alert reads.
-2. The series are written as OpenMetrics and backfilled into a temporary TSDB with
-   ``promtool tsdb create-blocks-from openmetrics``; a temporary Prometheus (loopback, free
-   port) serves it.
+   Hostile input is bounded while loading (``load_iostat``, ``check_bounds``): file size,
+   devices, time span, stretches between gaps; a gap in time is left empty, never filled;
+   a value that is not a rate leaves its device's sample out, counted per reason; a large
+   capture has consecutive reports merged (the counters end exactly where they would have).
+2. The series are written as OpenMetrics, as they are produced, and backfilled into a
+   temporary TSDB with ``promtool tsdb create-blocks-from openmetrics`` (one block for the
+   whole capture: promtool reads its input once per block); a temporary Prometheus
+   (loopback, free port) serves it.
 3. The recording rules of alerts/recording.rules.yaml are evaluated by that Prometheus as
-   range queries of their ``expr`` on the evaluation grid (the stack's evaluation interval)
-   and their output is backfilled the same way, one dependency level at a time (a rule that
+   range queries of their ``expr`` on the evaluation grid (the stack's evaluation interval;
+   a multiple of it for long captures, see ``evaluation_grid``) over the stretches that
+   have data, and their output is backfilled the same way, one dependency level at a time (a rule that
    reads another rule's output needs that output in the TSDB first; Prometheus restarts in
    between to load the new blocks). ``promtool tsdb create-blocks-from rules`` would do the
    same but stamps samples off the grid, so rules of different levels would not line up.
