@@ -205,8 +205,8 @@ class _Merger:
     ``k`` consecutive reports merged into one (rates weighted by time, awaits by completions: the
     counters the rules read grow exactly as they would have)."""
 
-    def __init__(self, capture: IostatCapture, k: int, devices: set[str] | None):
-        self.capture, self.k, self.devices = capture, k, devices
+    def __init__(self, capture: IostatCapture, k: int):
+        self.capture, self.k = capture, k
         self.last_t: float | None = None
         self.last_dt = 0.0
         self.pending: list[tuple[float, float, dict, dict]] = []  # (t, dt, cpu, disks) not merged yet
@@ -228,8 +228,6 @@ class _Merger:
         if dt_ and len(samples) == 1 and not samples[0].interval:
             samples[0].interval = dt_  # the first kept report covers as long as the one after it
         self.last_t = t
-        if self.devices is not None:
-            disks = {d: row for d, row in disks.items() if d in self.devices}
         self.pending.append((t, dt_, cpu, disks))
         if len(self.pending) >= self.k or not dt_:  # the first report stays alone: its length is known only later
             self.flush()
@@ -280,7 +278,7 @@ def load_iostat(path: str, devices: list[str] | None = None) -> list[IostatCaptu
         if "timestamp" in obj and ("disk" in obj or "avg-cpu" in obj):
             merger = state["merger"]
             if merger is None:
-                merger = state["merger"] = _Merger(IostatCapture(path, ""), k, wanted)
+                merger = state["merger"] = _Merger(IostatCapture(path, ""), k)
             if merger.first:
                 merger.first = False
                 return None
@@ -291,14 +289,14 @@ def load_iostat(path: str, devices: list[str] | None = None) -> list[IostatCaptu
                 raise ReportError(f"--iostat {path}: no extended statistics: run iostat with -x")
             disks = {}
             for d in entries:
-                if isinstance(d, dict) and d.get("disk_device"):
+                if isinstance(d, dict) and d.get("disk_device") and (wanted is None or str(d["disk_device"]) in wanted):
                     row = _disk_row(d, merger.capture.skipped)
                     if row is not None:
                         disks[str(d["disk_device"])] = row
             merger.add(ts, _cpu_row(obj.get("avg-cpu"), merger.capture.skipped), disks)
             return None
         if "statistics" in obj and isinstance(obj.get("statistics"), list):
-            merger = state["merger"] or _Merger(IostatCapture(path, ""), k, wanted)
+            merger = state["merger"] or _Merger(IostatCapture(path, ""), k)
             state["merger"] = None
             if any(isinstance(x, dict) for x in obj["statistics"]):
                 raise ReportError(f"--iostat {path}: samples without timestamps: run iostat with -t")
