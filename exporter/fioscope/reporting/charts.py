@@ -21,6 +21,7 @@ from matplotlib.ticker import EngFormatter, Formatter, FuncFormatter, PercentFor
 from .results import Point
 
 WIDTH, HEIGHT, DPI = 10.0, 3.4, 96
+_UNIX_EPOCH = float(mdates.date2num(dt.datetime(1970, 1, 1, tzinfo=dt.UTC)))  # in matplotlib's date numbers (days)
 
 
 @dataclass
@@ -46,14 +47,20 @@ class Window:
     end: float
 
 
+def plain(text: str) -> str:
+    """Text from the input as matplotlib draws it literally: a ``$`` would start mathtext, and mathtext
+    that does not parse (a device named ``$\\x$``) fails the whole report."""
+    return text.replace("$", r"\$")
+
+
 def _figure() -> tuple[Figure, Axes]:
     fig = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout="constrained")
     return fig, fig.add_subplot()
 
 
 def _utc(ts: Sequence[float]) -> list[float]:
-    """Unix seconds -> matplotlib date numbers (UTC)."""
-    return [float(mdates.date2num(dt.datetime.fromtimestamp(t, dt.UTC))) for t in ts]
+    """Unix seconds -> matplotlib date numbers (UTC), by arithmetic: a datetime per point made long charts slow."""
+    return [_UNIX_EPOCH + t / 86400.0 for t in ts]
 
 
 def time_chart(name: str, title: str, lines: list[Line], unit: str, windows: list[Window], percent: bool = False,
@@ -62,11 +69,11 @@ def time_chart(name: str, title: str, lines: list[Line], unit: str, windows: lis
     fig, ax = _figure()
     for line in lines:
         if line.times:
-            ax.plot(_utc(line.times), line.values, label=line.label, linewidth=1.2)
+            ax.plot(_utc(line.times), line.values, label=plain(line.label), linewidth=1.2)
     for i, w in enumerate(windows):
         # an edge too: a 2 s run on an hour's axis is narrower than a pixel, and must still show
         ax.axvspan(*_utc([w.start, w.end]), facecolor="tab:orange", alpha=0.2, edgecolor="tab:orange", linewidth=0.8)
-        ax.annotate(w.label, xy=(_utc([w.start])[0], 1.0), xycoords=("data", "axes fraction"), xytext=(2, -10 - 10 * (i % 3)),
+        ax.annotate(plain(w.label), xy=(_utc([w.start])[0], 1.0), xycoords=("data", "axes fraction"), xytext=(2, -10 - 10 * (i % 3)),
                     textcoords="offset points", fontsize=7, color="tab:brown")
     ax.yaxis.set_major_formatter(formatter or (PercentFormatter(1.0) if percent else EngFormatter(unit=unit)))
     if ylabel:
@@ -75,7 +82,7 @@ def time_chart(name: str, title: str, lines: list[Line], unit: str, windows: lis
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=dt.UTC))
     ax.set_xlabel("time (UTC)")
-    ax.set_title(title, fontsize=10, loc="left")
+    ax.set_title(plain(title), fontsize=10, loc="left")
     ax.set_ylim(bottom=0)
     if span:  # every chart of a report on one time axis, so a run's shading lines up from chart to chart
         ax.set_xlim(*_utc(span))
@@ -107,15 +114,16 @@ def response_chart(name: str, title: str, series: list[tuple[str, Sequence[Point
         xs, xerr = _throughput(points, bandwidth)
         color = f"C{i}"
         ax.errorbar(xs, [p.lat_mean for p in points], xerr=xerr, yerr=[p.lat_sd for p in points], fmt="o-", color=color,
-                    capsize=3, markersize=4, label=f"{label} mean", gid=f"errorbar-{name}-{i}-mean")
+                    capsize=3, markersize=4, label=plain(f"{label} mean"), gid=f"errorbar-{name}-{i}-mean")
         ax.errorbar(xs, [p.lat_p99 for p in points], xerr=xerr, yerr=[p.p99_sd for p in points], fmt="s--", color=color,
-                    capsize=3, markersize=4, alpha=0.7, label=f"{label} p99", gid=f"errorbar-{name}-{i}-p99")
+                    capsize=3, markersize=4, alpha=0.7, label=plain(f"{label} p99"), gid=f"errorbar-{name}-{i}-p99")
         for x, p in zip(xs, points):
             ax.annotate(f"qd{p.depth}", (x, p.lat_mean), textcoords="offset points", xytext=(3, -10), fontsize=7, color=color)
     for i, (label, p) in enumerate(marks):
         x = p.bw if bandwidth else p.iops
         ax.axvline(x, color="grey", linestyle=":", linewidth=1)
-        ax.annotate(label, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12 - 10 * i), textcoords="offset points", fontsize=7)
+        ax.annotate(plain(label), (x, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12 - 10 * i), textcoords="offset points",
+                    fontsize=7)
     if latency_target:
         ax.axhline(latency_target, color="tab:red", linestyle="--", linewidth=1, label="latency target")
     ax.set_yscale("log")
@@ -124,7 +132,7 @@ def response_chart(name: str, title: str, series: list[tuple[str, Sequence[Point
     ax.yaxis.set_major_formatter(EngFormatter(unit="s"))
     ax.set_xlabel("bandwidth" if bandwidth else "IOPS")
     ax.set_ylabel("completion latency")
-    ax.set_title(title, fontsize=10, loc="left")
+    ax.set_title(plain(title), fontsize=10, loc="left")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
     return Chart(name, title, fig)

@@ -126,7 +126,7 @@ def comparison_report(baseline: list[Sample], candidate: list[Sample], names: tu
             table.rows.append(cells)
         line = conclusion(rows) if rows else "no queue depth in common"
         significant = any(d[1] for _, ds in rows for d in ds.values())
-        chart = response_chart(f"compare-{'-'.join(key)}".replace("/", "_"), title,
+        chart = response_chart(f"compare-{'-'.join(key)}", title,
                                [(f"baseline {names[0]}", [b_points[d] for d in sorted(b_points)]),
                                 (f"candidate {names[1]}", [c_points[d] for d in sorted(c_points)])],
                                uses_bandwidth(key[1]))

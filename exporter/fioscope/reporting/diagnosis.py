@@ -93,15 +93,16 @@ def sla_seconds(device: str) -> float | None:
 
 def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | None, devices: list[str] | None,
                      firings: Callable[[float], list[Firing]] | None = None, source: str = "",
-                     declared: dict[str, str] | None = None, min_step: float = 15.0,
+                     declared: dict[str, str] | None = None, min_step: float = 15.0, step: float | None = None,
                      timelines: list[Timeline] | None = None, cpus: list[CpuTimeline] | None = None,
                      runs: list[RunWindow] | None = None, resolution: str = "") -> Report:
     """The report over [start, end]. ``firings(step)`` gives the alerts the rules fired (default: ALERTS).
 
     ``timelines``/``cpus``/``runs`` are what is drawn and cut into phases: given offline (iostat
     samples, fio result files), read from the live Prometheus otherwise (raw counters per scrape,
-    the exporter's run windows)."""
-    step = step_for(start, end, min_step)
+    the exporter's run windows). ``step``: one point per step (offline: the grid the rules were evaluated on), else
+    from the window's length."""
+    step = step or step_for(start, end, min_step)
     host_m, device_m = _matchers(host, devices)
     if timelines is None:
         timelines, cpus, by_instance = live_timelines(prom, start, end, host, devices)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from . import ReportError, duration_flag
 
 MAX_POINTS = 1500
+MAX_QUERY_STEPS = 10_000  # Prometheus answers at most 11,000 points per series
 MIN_STEP = 15.0  # the stack's scrape and evaluation interval
 TIMEOUT = 30.0
 
@@ -62,12 +63,20 @@ class Prometheus:
         return body["data"]
 
     def range(self, query: str, start: float, end: float, step: float) -> list[Series]:
-        data = self._get("/api/v1/query_range", {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
-        out = []
-        for r in data.get("result", []):
-            values = [(float(t), float(v)) for t, v in r.get("values", [])]
-            out.append(Series(r.get("metric", {}), [t for t, _ in values], [v for _, v in values]))
-        return out
+        """One series per label set; a window of more steps than Prometheus answers at once is asked in pieces."""
+        by_labels: dict[tuple, Series] = {}
+        while start <= end:
+            piece_end = min(end, start + (MAX_QUERY_STEPS - 1) * step)
+            data = self._get("/api/v1/query_range",
+                             {"query": query, "start": f"{start:.3f}", "end": f"{piece_end:.3f}", "step": f"{step:g}"})
+            for r in data.get("result", []):
+                metric = r.get("metric", {})
+                series = by_labels.setdefault(tuple(sorted(metric.items())), Series(metric, [], []))
+                for t, v in r.get("values", []):
+                    series.times.append(float(t))
+                    series.values.append(float(v))
+            start = piece_end + step
+        return list(by_labels.values())
 
     def samples(self, selector: str, start: float, end: float) -> list[Series]:
         """Every raw sample of ``selector`` in (start, end], at the times it was scraped (a range-vector query)."""
