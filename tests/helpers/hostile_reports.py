@@ -13,8 +13,8 @@ import datetime as dt
 import json
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-IOSTAT = FIXTURES / "iostat"
+from helpers.paths import FIXTURES, IOSTAT
+
 PWNED = "PWNED"
 
 SCRIPT = f"<script>document.title='{PWNED}'</script>"
