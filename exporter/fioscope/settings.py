@@ -21,7 +21,7 @@ from fioscope.config import ConfigError
 from fioscope.resources import alerts_config_path
 
 # maps keyed by device name: any key is valid below them
-FREE_FORM_MAPS = {("thresholds", "disk_limits"), ("thresholds", "disk_latency_sla_per_device")}
+FREE_FORM_MAPS = {("thresholds", "disk_limits"), ("thresholds", "disk_latency_sla_per_device"), ("thresholds", "disk_cap_per_device")}
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
