@@ -69,7 +69,8 @@ class TopologyCollector:
                                      'Block device hardware from sysfs device/vendor and device/model ("" where absent).',
                                      labels=["device", "vendor", "model"])
         for dev in blockdev.topology(self.sys_block, self.dev_md):
-            hardware.add_metric([_label(dev.device), _label(self._sysfs(dev.device, "vendor")), _label(self._sysfs(dev.device, "model"))], 1)
+            vendor, model = self._sysfs(dev.device, "vendor"), self._sysfs(dev.device, "model")
+            hardware.add_metric([_label(dev.device), _label(vendor), _label(model)], 1)
             disk.add_metric([_label(dev.device), _label(dev.name), dev.kind, _label(",".join(dev.parents)),
                              _label(",".join(sorted(on_device.get(dev.device, []))))], 1)
             for parent in dev.parents:
