@@ -301,8 +301,10 @@ def live_runs(prom: Prometheus, start: float, end: float, step: float, host_m: s
     """Every run in the window from the exporter's run windows (start and end as published), plus one still running."""
     selector = host_m.lstrip(",")
     runs: dict[tuple, RunWindow] = {}
-    starts = {_run_id(s.labels): s for s in prom.range(f"fio_run_start_timestamp_seconds{{{selector}}}", start, end, step)}
-    ends = {_run_id(s.labels): s for s in prom.range(f"fio_run_end_timestamp_seconds{{{selector}}}", start, end, step)}
+    # one step past the window: the end gauge of a run that ended in the last step is published after the window's
+    # last grid instant (the run would otherwise come only from fio_run_running, without fio's own IOPS)
+    starts = {_run_id(s.labels): s for s in prom.range(f"fio_run_start_timestamp_seconds{{{selector}}}", start, end + step, step)}
+    ends = {_run_id(s.labels): s for s in prom.range(f"fio_run_end_timestamp_seconds{{{selector}}}", start, end + step, step)}
     iops = {_run_id(s.labels): s for s in prom.range(f"sum by (host, instance, target, device, hostname, jobname) "
                                                      f"(fio_iops{{ddir!=\"sync\"{host_m}}})", start, end + step, step)}
     for run_id, s in starts.items():
