@@ -50,6 +50,7 @@ class RenderCache:
     def __init__(self, render: Callable[[JobKey, JobState, dict[HistKey, HistogramState]], dict[str, str]]):
         self._render = render
         self._texts: dict[JobKey, tuple[int, bool, dict[str, str]]] = {}  # key -> (version, shown a zero, family -> text)
+        self.series: dict[JobKey, int] = {}  # sample lines of each job's text, counted once per render of it (max_series)
 
     def reusable(self) -> dict[JobKey, int]:
         """Versions of the jobs whose text can be reused if unchanged (the ``unchanged`` of State.snapshot)."""
@@ -62,7 +63,10 @@ class RenderCache:
             if reusable.get(key) == state.version:
                 continue
             shown, shown_hists, zeroed = zero_once.view(key, state, hists.get(key, {}))
-            self._texts[key] = (state.version, zeroed, self._render(key, shown, shown_hists or {}))
+            text = self._render(key, shown, shown_hists or {})
+            self._texts[key] = (state.version, zeroed, text)
+            self.series[key] = sum(part.count("\n") for part in text.values())
         for key in set(self._texts) - set(jobs):
             del self._texts[key]
+            self.series.pop(key, None)
         return {key: self._texts[key][2] for key in jobs}

@@ -190,7 +190,6 @@ class FioCollector:
         # first published, with their series counts; a job new to it that does not fit is left out
         self._admitted: dict[JobKey, int] = {}
         self._refused: set[JobKey] = set()  # logged and counted once each
-        self._sizes: dict[JobKey, int] = {}  # series of each job's cached text
         self.refused_jobs_total = 0
 
     def collect(self):
@@ -206,7 +205,6 @@ class FioCollector:
         with self._lock:  # concurrent scrapes share one cache
             jobs, hists = self.store.snapshot(unchanged=self._cache.reusable())
             texts = self._cache.texts(jobs, hists, self.zero_once)
-            self._sizes = {key: sum(part.count("\n") for part in text.values()) for key, text in texts.items()}  # series per job
             order = self._within_series_limit(jobs)
             parts = []
             for fname, kind, help_text, _ in FAMILIES:
@@ -225,11 +223,11 @@ class FioCollector:
             del self._admitted[key]
         total = 0
         for key in self._admitted:
-            self._admitted[key] = self._sizes[key]
+            self._admitted[key] = self._cache.series[key]
             total += self._admitted[key]
         refused: list[tuple[JobKey, int]] = []
         for key in sorted(k for k in jobs if k not in self._admitted):
-            size = self._sizes[key]
+            size = self._cache.series[key]
             if total + size <= limit:
                 self._admitted[key] = size
                 total += size
