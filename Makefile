@@ -3,7 +3,7 @@ PYTHON ?= python3
 FIOSCOPE_TARGET_DIR ?= /var/tmp/fioscope-target
 export FIOSCOPE_TARGET_DIR
 
-.PHONY: up up-native setup test e2e lint lint-dashboards bench bench-fleet generate check-generated secret add-host
+.PHONY: up up-native setup test test-slow e2e lint lint-dashboards bench bench-fleet generate check-generated secret add-host
 
 # docker compose where a Docker engine runs, the native stack otherwise
 up: setup
@@ -22,6 +22,10 @@ setup:
 
 test: setup
 	$(PYTHON) -m pytest
+
+# real-component tests of 10 s or more (marked slow; CI runs them after `make test`)
+test-slow: setup
+	$(PYTHON) -m pytest -m slow
 
 e2e: setup
 	$(PYTHON) -m pytest -m e2e -s

@@ -9,6 +9,8 @@ from helpers.processes import Exporter
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: end-to-end suite on lab disks (root, slow); run with -m e2e")
+    config.addinivalue_line("markers", "slow: real-component tests of 10 s or more (Prometheus backfills, Chromium, captures); "
+                                       "not in the default run, run with -m slow (.ci/run does)")
 
 
 @pytest.fixture

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from helpers.binaries import require
 from helpers.cli import fioscope
 from helpers.exposition import sample
@@ -23,6 +25,7 @@ from helpers.results import config_with_schedule
 SYNC = 'jobname="etcd-wal",ddir="sync",stage="lat"'
 
 
+@pytest.mark.slow
 def test_first_run_counts_and_a_restart_counts_nothing_twice(tmp_path, running):
     require("fio")
     exporter = Exporter(tmp_path)

@@ -25,6 +25,7 @@ def up_hosts(prom: Prometheus, job: str) -> dict[str, str]:
     return {t["labels"].get("host", ""): t["health"] for t in prom.client.targets(job)}
 
 
+@pytest.mark.slow
 def test_prometheus_discovers_a_host_added_while_it_runs(tmp_path, running):
     exporter = Exporter(tmp_path)
     running.append(exporter)

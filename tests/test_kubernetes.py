@@ -103,6 +103,7 @@ def kubernetes_validate():
     return kubernetes_validate
 
 
+@pytest.mark.slow
 def test_builtin_objects_validate_against_kubernetes_schemas(rendered, kubernetes_validate):
     checked = set()
     for name, docs in rendered.items():

@@ -253,6 +253,7 @@ def test_capture_bad_plan_and_flags_one_line(tmp_path):
     assert not (tmp_path / "out" / "report.html").exists()
 
 
+@pytest.mark.slow
 def test_capture_ctrl_c_still_writes_the_report(tmp_path):
     """Interrupted during its first load phase, capture stops fio and writes the bundle of what was captured."""
     target = Path("/var/tmp") / f"capture-ctrlc-{os.getpid()}"
@@ -286,6 +287,7 @@ def test_capture_ctrl_c_still_writes_the_report(tmp_path):
     assert any(d["charted"] for d in report["devices"])
 
 
+@pytest.mark.slow
 def test_capture_shows_progress_on_a_terminal(tmp_path):
     """The whole default plan, shortened, under a pseudo-terminal: a progress line per phase, then the bundle."""
     target = Path("/var/tmp") / f"capture-tty-{os.getpid()}"

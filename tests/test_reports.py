@@ -28,6 +28,7 @@ LAB_CAP_IOPS = 200  # capture.sh: --read-iops 200
 
 # ---- offline diagnosis from real iostat captures -----------------------------------------------
 
+@pytest.mark.slow
 def test_offline_diagnosis_capped_disk_is_throttled_at_the_lab_cap(tmp_path):
     out, results = tmp_path / "capped", tmp_path / "results"
     results.mkdir()
@@ -51,6 +52,7 @@ def test_offline_diagnosis_capped_disk_is_throttled_at_the_lab_cap(tmp_path):
     assert "rand-read-iops" in (out / "report.html").read_text()  # the fio run is shaded and labelled
 
 
+@pytest.mark.slow
 def test_offline_diagnosis_healthy_disk_is_not_throttled(tmp_path):
     from fioscope.reporting.iostat import offline_diagnosis
 
@@ -190,6 +192,7 @@ def capped_sweep(sweep):
     return capped
 
 
+@pytest.mark.slow
 def test_comparison_rate_capped_candidate_is_significantly_worse(sweep, capped_sweep, tmp_path):
     _, baseline, _ = sweep
     capped = capped_sweep

@@ -63,6 +63,7 @@ def assert_inert(out: Path, tmp_path: Path, *visible: str) -> Page:
     return page
 
 
+@pytest.mark.slow
 def test_offline_diagnosis_of_hostile_names_runs_no_script(tmp_path):
     capture = hostile.hostile_capture(tmp_path / "capture.json")
     results = hostile.hostile_capped_results(tmp_path / "results")
@@ -77,6 +78,7 @@ def test_offline_diagnosis_of_hostile_names_runs_no_script(tmp_path):
     assert sorted(f"{c}.png" for c in page.charts) == pngs  # each section shows its own chart file
 
 
+@pytest.mark.slow
 def test_live_diagnosis_of_hostile_labels_runs_no_script(tmp_path):
     """A live Prometheus whose series carry hostile labels: ALERTS, fioscope_disk_info names, fio runs."""
     from fioscope.reporting.iostat import backfilled, load_iostat
@@ -116,6 +118,7 @@ def test_performance_and_comparison_of_hostile_fio_names_run_no_script(tmp_path)
 
 # ---- item 4: values that are not rates -----------------------------------------------------------
 
+@pytest.mark.slow
 def test_invalid_iostat_values_are_skipped_counted_and_said(tmp_path):
     """NaN, inf, negative and 1e308 values in the throttled window: left out with their reason, counted, said once on
     stderr and on the page; the verdict stays THROTTLED at the lab cap (before: "not throttled", "nan/s", OverflowError)."""
@@ -169,6 +172,7 @@ def timed(*args: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess
 
 
 @pytest.mark.parametrize("seconds, words", [(365 * 86400, "span 365 days"), (-1_790_000_000, "not later than")])
+@pytest.mark.slow
 def test_a_sample_decades_away_is_one_line_not_gigabytes(tmp_path, seconds, words):
     capture = hostile.one_late_sample_capture(tmp_path / "capture.json", seconds)
     out = tmp_path / "out"
@@ -183,6 +187,7 @@ def test_a_sample_decades_away_is_one_line_not_gigabytes(tmp_path, seconds, word
     assert rss < 400 and took < 60, (rss, took)
 
 
+@pytest.mark.slow
 def test_a_30_day_gap_stays_a_gap(tmp_path):
     from fioscope.reporting.iostat import Grid, counter_series, load_iostat
 
@@ -250,6 +255,7 @@ def test_merging_a_large_capture_keeps_the_counters_exact(tmp_path, monkeypatch)
             assert b[name][labels][-1][1] == pytest.approx(a[name][labels][-1][1], rel=1e-9, abs=1e-9), (name, labels)
 
 
+@pytest.mark.slow
 def test_a_capture_longer_than_one_range_query(tmp_path):
     """50 h at 60 s (before: "exceeded maximum resolution of 11,000 points" past ~46 h)."""
     capture = hostile.long_capture(tmp_path / "capture.json", 50)

@@ -202,6 +202,7 @@ def _health(url: str, context: ssl.SSLContext) -> dict:
     return {k[0]: v for k, v in m.items() if k[0].startswith("fioscope_web_config")}
 
 
+@pytest.mark.slow
 def test_an_emptied_truncated_or_invalid_web_config_never_opens_the_exporter(web_config, tmp_path):
     """Never fail open: every hostile file (tests/helpers/corpus.py) is ignored on reload like broken YAML; TLS and auth stay."""
     from helpers import corpus
