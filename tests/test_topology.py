@@ -48,7 +48,7 @@ def lvm_on_md(tmp_path):
     sys = tmp_path / "sys"
     pci = "pci0000:00/0000:00:05.0/virtio2/block"
     vda, vdb = _device(sys, pci, "vda"), _device(sys, pci, "vdb")
-    vdc = _device(sys, pci, "vdc")
+    vdc = _device(sys, pci, "vdc", device__vendor="QEMU    ", device__model="QEMU HARDDISK   ")  # SCSI pads with blanks
     vda1 = _device(sys, f"{pci}/vda", "vda1", partition="1")
     vdb1 = _device(sys, f"{pci}/vdb", "vdb1", partition="1")
     md0 = _device(sys, "virtual/block", "md0", md__level="raid1")
@@ -86,6 +86,15 @@ fioscope_disk_parent_info{device="dm-3",parent="md0"} 1.0
 fioscope_disk_parent_info{device="dm-4",parent="vdc"} 1.0
 fioscope_disk_parent_info{device="md0",parent="vda"} 1.0
 fioscope_disk_parent_info{device="md0",parent="vdb"} 1.0
+# HELP fioscope_disk_model_info Block device hardware from sysfs device/vendor and device/model ("" where absent).
+# TYPE fioscope_disk_model_info gauge
+fioscope_disk_model_info{device="dm-3",model="",vendor=""} 1.0
+fioscope_disk_model_info{device="dm-4",model="",vendor=""} 1.0
+fioscope_disk_model_info{device="loop0",model="",vendor=""} 1.0
+fioscope_disk_model_info{device="md0",model="",vendor=""} 1.0
+fioscope_disk_model_info{device="vda",model="",vendor=""} 1.0
+fioscope_disk_model_info{device="vdb",model="",vendor=""} 1.0
+fioscope_disk_model_info{device="vdc",model="QEMU HARDDISK",vendor="QEMU"} 1.0
 # HELP fioscope_target_info Configured target: its directory and the block device holding it.
 # TYPE fioscope_target_info gauge
 fioscope_target_info{device="dm-3",directory="{etcd}",target="etcd"} 1.0

@@ -77,8 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_argument("--state-dir", default=None, help="where lab disks and their state live (default /var/lib/fioscope-lab)")
     labsub = lab.add_subparsers(dest="lab_command", required=True)
     lab_up = labsub.add_parser("up", help="create a lab disk: throttled (IOPS), read-capped, write-capped, bandwidth-capped, "
-                                          "burst-then-cap, slow-fsync or healthy")
-    lab_up.add_argument("kind", choices=["throttled", "read-capped", "write-capped", "bandwidth-capped", "burst-then-cap",
+                                          "dual-capped (IOPS and bytes/s), burst-then-cap, slow-fsync or healthy")
+    lab_up.add_argument("kind", choices=["throttled", "read-capped", "write-capped", "bandwidth-capped", "dual-capped", "burst-then-cap",
                                          "slow-fsync", "healthy"])
     lab_up.add_argument("--burst-seconds", type=int, default=None, help="burst-then-cap: uncapped this long, then capped (default 120)")
     lab_up.add_argument("--name", default="")

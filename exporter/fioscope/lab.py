@@ -9,7 +9,9 @@ to hundreds of ms. (Capping the loop device itself would hold requests *before* 
 reach it, and the guest-side queue would look empty.)
 
 Kinds: ``throttled`` (IOPS per direction), ``read-capped`` / ``write-capped`` (one
-direction only), ``bandwidth-capped`` (bytes per second), ``burst-then-cap`` (uncapped for
+direction only), ``bandwidth-capped`` (bytes per second), ``dual-capped`` (IOPS and bytes per
+second at once: cgroup v1 writes both ``blkio.throttle.*_iops_device`` and ``*_bps_device``, v2 one
+``io.max`` line with riops, wiops, rbps and wbps), ``burst-then-cap`` (uncapped for
 ``burst_seconds``, then the caps: a timer process writes the throttle, as burst credits
 running out or a leaky bucket's burst allowance would), ``slow-fsync`` and ``healthy``.
 
@@ -39,6 +41,9 @@ KINDS: dict[str, dict[str, int]] = {
     "read-capped": {"read_iops": 700},
     "write-capped": {"write_iops": 300},
     "bandwidth-capped": {"read_bps": 40 * MIB, "write_bps": 40 * MIB},
+    # IOPS and bytes/s caps at once, as a cloud's default volume (gp3: 3000 IOPS and 125 MiB/s), scaled to what a
+    # lab host's own disk sustains: small requests meet the IOPS cap, large ones the bandwidth cap
+    "dual-capped": {"read_iops": 1000, "write_iops": 1000, "read_bps": 40 * MIB, "write_bps": 40 * MIB},
     "burst-then-cap": {"read_iops": 300, "write_iops": 300},  # after burst_seconds uncapped
     "slow-fsync": {"write_iops": 60},  # each fdatasync costs a data write plus a journal commit: p99 well above 10 ms
     "healthy": {},

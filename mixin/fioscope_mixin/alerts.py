@@ -21,28 +21,43 @@ FSYNC_RUN = 'fio_run_latency_seconds{%(fioSelector)s,ddir="sync",stage="lat",qua
 
 
 def ceilings_text(window: str) -> str:
-    """'reads flat at ~700/s, writes flat at ~300/s (at 98 % of the declared 1000 IOPS)' from the recorded ceilings."""
-    each = ("{{ if $i }}, {{ end }}{{ $c.Labels.dimension }} flat at ~{{ if eq $c.Labels.unit \"B/s\" }}{{ $c.Value | humanize1024 }}"
-            "{{ else }}{{ $c.Value | humanize }}{{ end }}{{ $c.Labels.unit }}")
-    ceilings = ("{{ range $i, $c := printf \"fioscope:disk_ceiling{window='" + window + "',%(clusterMatcher)sinstance='%%s',device='%%s'}\" "
-                "%(clusterArg)s$labels.instance $labels.device | query | sortByLabel \"dimension\" }}" + each + "{{ end }}")
+    """'reads flat at ~700/s, writes flat at ~300/s (at 98 % of the declared 1000 IOPS)' or, where both caps bind in
+    turn, 'reads at ~3k/s, read throughput at ~125MiB/s (...)' from the recorded ceilings."""
+    each = ("{{ if $i }}, {{ end }}{{ $c.Labels.dimension }} {{ if eq $c.Labels.shape \"flat\" }}flat {{ end }}at ~"
+            "{{ if eq $c.Labels.unit \"B/s\" }}{{ $c.Value | humanize1024 }}{{ else }}{{ $c.Value | humanize }}{{ end }}{{ $c.Labels.unit }}")
+    series = "fioscope:disk_ceiling{window='%s',%%(clusterMatcher)sinstance='%%%%s',device='%%%%s'}"
+    args = "%(clusterArg)s$labels.instance $labels.device"
+    query, query_args = series % window, args
+    if window == "short":  # the any-workload window's ceilings where it has them: a short window may hold one phase
+        query, query_args = f"{series % 'long'} or on (instance, device) {query}", f"{args} {args}"
+    ceilings = ("{{ range $i, $c := printf \"" + query + "\" " + query_args + " | query | sortByLabel \"dimension\" }}"
+                + each + "{{ end }}")
     declared = ("{{ with printf \"fioscope:disk_declared_limit_ratio{%(clusterMatcher)sinstance='%%s',device='%%s'}\" %(clusterArg)s$labels.instance $labels.device"
                 " | query }}{{ range $i, $d := . }}{{ if $i }}, {{ end }}at {{ $d.Value | humanizePercentage }} of the declared "
                 "{{ $d.Labels.limit }}{{ end }}{{ else }}no limit declared{{ end }}")
     return ceilings + " (" + declared + ")"
 
 
-def throttle_desc(window: str) -> str:
-    return ("{{ $labels.device }} on " + HOST + " is throttled: " + ceilings_text(window)
-            + "; util " + disk_value("fioscope:disk_util_ratio", "humanizePercentage")
-            + ", queue " + disk_value("fioscope:disk_queue_size") + ", await {{ $value | humanizeDuration }}"
-            " (the device's normal is " + disk_value("fioscope:disk_await_baseline_seconds", "humanizeDuration") + ").")
+def throttle_desc(window: str, what: str = "is throttled at its provider's cap") -> str:
+    return ("{{ $labels.device }} on " + HOST + f" {what}: " + ceilings_text(window)
+            + "; util " + disk_value(n.DISK_UTIL_RATIO, "humanizePercentage")
+            + ", queue " + disk_value(n.DISK_QUEUE_SIZE) + ", await {{ $value | humanizeDuration }}"
+            " (the device's normal is " + disk_value(n.DISK_AWAIT_BASELINE_SECONDS, "humanizeDuration") + ").")
+
+
+def at_envelope(window: str) -> str:
+    """The device sits at its envelope in ``window`` and is the lowest layer that does (one page per cap)."""
+    return (f'fioscope:disk_await_seconds\nand {ON} fioscope:disk_ceiling{{window="{window}"}}\n'
+            f'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{{window="{window}"}}')
+
+
+# local hardware (fioscope:disk_physical_device): its envelope is its own maximum, not a provider's cap
+LOCAL = "on (%(clusterLabels)shost, device) fioscope:disk_physical_device"
 
 
 def throttled(window: str) -> str:
-    """The device sits at a ceiling in ``window`` and is the lowest layer that does (one page per cap)."""
-    return (f'fioscope:disk_await_seconds\nand {ON} fioscope:disk_ceiling{{window="{window}"}}\n'
-            f'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{{window="{window}"}}')
+    """At the envelope, on a provider's volume."""
+    return at_envelope(window) + "\nunless " + LOCAL
 
 
 # a running fio job loads this device (its target's device, or a layer below it): joined on host and device
@@ -89,16 +104,21 @@ def alerts(s: dict) -> list[Alert]:
         Alert(n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD, "critical", throttled("short") + "\nand " + FIO_ON_DEVICE,
               "throttled_fio", "Disk throttled while fio loads it", throttle_desc("short"), "disk"),
         Alert(n.ALERT_DISK_THROTTLED, "warning",
+              # a step-down is the burst alert's page (IOPS and bytes/s both fell: a request size that changes is none)
               throttled("long") + f"\nunless {ON} fioscope:disk_step_down_ratio\nunless " + FIO_ON_DEVICE,
               "throttled", "Disk sits at a ceiling (throttled)", throttle_desc("long"), "disk"),
         Alert(n.ALERT_DISK_THROTTLED_AFTER_BURST, "warning",
-              f"fioscope:disk_step_down_ratio\nand {ON} fioscope:disk_ceiling{{window=\"short\"}}\n"
-              'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{window="short"}',
+              f"fioscope:disk_step_down_ratio\nand {ON} fioscope:disk_ceiling{{window=\"long\"}}\n"
+              'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{window="long"}\nunless ' + LOCAL,
               "throttled_after_burst", "Disk throttled after a burst (burst credits exhausted)",
               "{{ $labels.device }} on " + HOST + ": burst credits exhausted: IOPS fell from ~"
-              + disk_value("fioscope:disk_iops", around="max_over_time(%s[%%(stepDownLookback)s])") + " to ~"
-              + disk_value("fioscope:disk_iops") + "/s ({{ $value | humanize }}x less) and stay flat: " + ceilings_text("short") + ".",
+              + disk_value(n.DISK_IOPS, around="max_over_time(%s[%%(stepDownLookback)s])") + " to ~"
+              + disk_value(n.DISK_IOPS) + "/s ({{ $value | humanize }}x less) and stay at the new ceiling: " + ceilings_text("long") + ".",
               "disk"),
+        Alert(n.ALERT_DISK_AT_PHYSICAL_MAXIMUM, "info", at_envelope("long") + "\nand " + LOCAL, "at_physical_maximum",
+              "Local disk at its own physical maximum",
+              throttle_desc("long", "runs at its own physical maximum (local hardware, not a provider's cap)")
+              + " Informational: the device delivers what it can; more needs more or faster devices.", "disk"),
         Alert(n.ALERT_DISK_SATURATED, "info", "fioscope:disk_util_ratio >= %(util_saturated_ratio)s", "saturated",
               "Disk busy all the time",
               "{{ $labels.device }} on " + HOST + ": util {{ $value | humanizePercentage }}. "
@@ -112,15 +132,15 @@ def alerts(s: dict) -> list[Alert]:
               "disk"),
         Alert(n.ALERT_DISK_QUEUE_EXPLODING, "warning",
               # a long queue alone is demand: page only with its cost, await far above normal and no more throughput
-              f"fioscope:disk_queue_size > %(queue_size_exploding)s\nand {ON} " + slow("fioscope:disk_await_seconds")
+              f"fioscope:disk_queue_size > %(queue_size_exploding)s\nand {ON} " + slow(n.DISK_AWAIT_SECONDS)
               + f"\nand {ON} avg_over_time(fioscope:disk_iops[%(queueWindow)s])"
               " <= %(queue_rise_ratio)s * avg_over_time(fioscope:disk_iops[%(queueWindow)s] offset %(queueWindow)s)"
               # a queue at a ceiling is the throttling alerts' story
-              + f"\nunless {ON} fioscope:disk_ceiling",
+              + f"\nunless {ON} fioscope:disk_ceiling{{window=\"long\"}}",
               "queue", "Disk queue long and costly",
               "{{ $labels.device }} on " + HOST + ": {{ $value | humanize }} requests in flight on average (aqu-sz), await "
-              + disk_value("fioscope:disk_await_seconds", "humanizeDuration") + " against a normal of "
-              + disk_value("fioscope:disk_await_baseline_seconds", "humanizeDuration") + ", and no more IOPS than %(queueWindow)s ago.",
+              + disk_value(n.DISK_AWAIT_SECONDS, "humanizeDuration") + " against a normal of "
+              + disk_value(n.DISK_AWAIT_BASELINE_SECONDS, "humanizeDuration") + ", and no more IOPS than %(queueWindow)s ago.",
               "disk"),
         Alert(n.ALERT_HIGH_IOWAIT_IDLE_CPU, "warning",
               "fioscope:cpu_iowait_ratio > %(iowait_ratio)s\n"

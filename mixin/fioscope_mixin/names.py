@@ -56,6 +56,14 @@ DISK_SLOW_SATURATED_AWAIT_SECONDS = "fioscope:disk_slow_saturated_await_seconds"
 DISK_CEILING = "fioscope:disk_ceiling"
 DISK_CEILING_BELOW = "fioscope:disk_ceiling_below"
 DISK_STEP_DOWN_RATIO = "fioscope:disk_step_down_ratio"
+# the envelope: each window's IOPS and bytes/s peaks and each scrape's place against them (docs/runbook.md)
+DISK_ENVELOPE_IOPS_PEAK = "fioscope:disk_envelope_iops_peak"
+DISK_ENVELOPE_BYTES_PEAK = "fioscope:disk_envelope_bytes_peak"
+DISK_ENVELOPE_IOPS_RATIO = "fioscope:disk_envelope_iops_ratio"
+DISK_ENVELOPE_BYTES_RATIO = "fioscope:disk_envelope_bytes_ratio"
+DISK_ENVELOPE_RATIO = "fioscope:disk_envelope_ratio"
+DISK_REQUEST_SIZE_BYTES_IRATE = "fioscope:disk_request_size_bytes:irate"
+DISK_PHYSICAL_DEVICE = "fioscope:disk_physical_device"  # local hardware (sysfs model/vendor, or the per-device override)
 DISK_DECLARED_LIMIT_RATIO = "fioscope:disk_declared_limit_ratio"  # only with thresholds.disk_limits
 FIO_FSYNC_LATENCY_SECONDS_P99 = "fioscope:fio_fsync_latency_seconds:p99"
 
@@ -68,6 +76,7 @@ ALERT_ETCD_BACKEND_COMMIT_SLOW = "FioscopeEtcdBackendCommitSlow"
 ALERT_DISK_THROTTLED_UNDER_FIO_LOAD = "FioscopeDiskThrottledUnderFioLoad"
 ALERT_DISK_THROTTLED = "FioscopeDiskThrottled"
 ALERT_DISK_THROTTLED_AFTER_BURST = "FioscopeDiskThrottledAfterBurst"
+ALERT_DISK_AT_PHYSICAL_MAXIMUM = "FioscopeDiskAtPhysicalMaximum"  # info: a local device at its own maximum
 ALERT_DISK_SATURATED = "FioscopeDiskSaturated"
 ALERT_DISK_LATENCY_ABOVE_SLA = "FioscopeDiskLatencyAboveSla"
 ALERT_DISK_QUEUE_EXPLODING = "FioscopeDiskQueueExploding"

@@ -22,7 +22,7 @@ def _per_request(numerator: str, count: str) -> str:
 R, W, D, F = n.DISK_READ_IOPS, n.DISK_WRITE_IOPS, n.DISK_DISCARD_IOPS, n.DISK_FLUSH_IOPS
 RB, WB = n.DISK_READ_BYTES_PER_SECOND, n.DISK_WRITE_BYTES_PER_SECOND
 RRQM, WRQM = n.DISK_READ_MERGES_PER_SECOND, n.DISK_WRITE_MERGES_PER_SECOND
-R_TIME, W_TIME, D_TIME = n.DISK_READ_TIME_SECONDS_RATE, n.DISK_WRITE_TIME_SECONDS_RATE, n.DISK_DISCARD_TIME_SECONDS_RATE
+R_TIME, W_TIME, D_TIME = (f"fioscope:disk_{d}_time_seconds:rate" for d in ("read", "write", "discard"))
 
 COUNTER_RATES = [
     Record(R, _rate("node_disk_reads_completed_total"), "r/s"),
@@ -60,11 +60,11 @@ COLUMNS = [
 CPU_MODES = n.CPU_MODE_SECONDS_RATE
 _CPU_TOTAL = f"sum by (%(clusterLabels)shost, instance, job) ({CPU_MODES})"
 CPU = [Record(CPU_MODES, "sum by (%(clusterLabels)shost, instance, job, mode) (rate(node_cpu_seconds_total{%(nodeSelector)s}[%(rateWindow)s]))")] + [
-    Record(record, f"sum by (%(clusterLabels)shost, instance, job) ({CPU_MODES}{{{mode}}}) / {_CPU_TOTAL}", f"%{name} / 100")
-    for name, record, mode in [("user", n.CPU_USER_RATIO, 'mode="user"'), ("nice", n.CPU_NICE_RATIO, 'mode="nice"'),
-                               # iostat's %system counts hard and soft interrupts too
-                               ("system", n.CPU_SYSTEM_RATIO, 'mode=~"system|irq|softirq"'), ("iowait", n.CPU_IOWAIT_RATIO, 'mode="iowait"'),
-                               ("steal", n.CPU_STEAL_RATIO, 'mode="steal"'), ("idle", n.CPU_IDLE_RATIO, 'mode="idle"')]
+    Record(f"fioscope:cpu_{name}_ratio", f"sum by (%(clusterLabels)shost, instance, job) ({CPU_MODES}{{{mode}}}) / {_CPU_TOTAL}", f"%{name} / 100")
+    for name, mode in [("user", 'mode="user"'), ("nice", 'mode="nice"'),
+                       # iostat's %system counts hard and soft interrupts too
+                       ("system", 'mode=~"system|irq|softirq"'), ("iowait", 'mode="iowait"'),
+                       ("steal", 'mode="steal"'), ("idle", 'mode="idle"')]
 ]
 
 
@@ -89,7 +89,7 @@ HELPERS = [
     Record(n.DISK_READ_IOPS_IRATE, _irate("node_disk_reads_completed_total")),
     Record(n.DISK_WRITE_IOPS_IRATE, _irate("node_disk_writes_completed_total")),
     Record(n.DISK_IOPS_IRATE, "fioscope:disk_read_iops:irate + fioscope:disk_write_iops:irate + "
-           + _or_zero(_irate("node_disk_discards_completed_total"), "fioscope:disk_read_iops:irate")),
+           + _or_zero(_irate("node_disk_discards_completed_total"), n.DISK_READ_IOPS_IRATE)),
     Record(n.DISK_READ_BYTES_PER_SECOND_IRATE, _irate("node_disk_read_bytes_total")),
     Record(n.DISK_WRITE_BYTES_PER_SECOND_IRATE, _irate("node_disk_written_bytes_total")),
     Record(n.DISK_BYTES_PER_SECOND_IRATE,
@@ -123,49 +123,106 @@ FIO_HISTOGRAM = [Record(FSYNC_P99, "histogram_quantile(0.99, sum by (%(fioResult
 
 
 def slow(await_series: str) -> str:
-    """Await at least the floor and far above the device's normal (any await while no normal is known yet)."""
-    return (f"({await_series} >= %(throttle_await_min_seconds)s)\n"
-            f"and {ON} (\n"
-            f"  {await_series} >= {ON} %(throttle_await_baseline_factor)s * fioscope:disk_await_baseline_seconds\n"
-            f"  or ({await_series} unless {ON} fioscope:disk_await_baseline_seconds)\n"
-            ")")
+    """Await far above the device's own normal, at any queue depth and request size; while the device has
+    no normal yet (no history), the absolute floor stands in for it."""
+    # (a comparison on (...) keeps only the matched labels: the series itself carries the result)
+    return (f"({await_series} and {ON} (\n  {await_series} >= {ON} %(throttle_await_baseline_factor)s * fioscope:disk_await_baseline_seconds\n"
+            f"  or ({await_series} >= %(throttle_await_min_seconds)s unless {ON} fioscope:disk_await_baseline_seconds)\n))")
 
 
-def flat(rate: str, window: str, floor: str) -> str:
-    """Per-scrape rate over ``window``: busy and flat (stddev/mean small): pinned at a ceiling."""
-    avg = f"avg_over_time({rate}[{window}])"
-    return f"{avg} >= {floor}\nand {ON} stddev_over_time({rate}[{window}]) / {avg} <= %(throttle_flatness_max_cv)s"
-
-
-# The awaits the ceilings test, recorded once each (six dimensions in two windows share three of them)
+# The awaits the envelopes test, recorded once per direction: saturated (util per scrape, at least one request
+# waiting on average) and slow. No absolute floor: a cap at queue depth 32 waits 8 ms where the normal is 0.4 ms.
 SLOW_SATURATED = n.DISK_SLOW_SATURATED_AWAIT_SECONDS
-AWAITS = [("read", "fioscope:disk_read_await_seconds"), ("write", "fioscope:disk_write_await_seconds"), ("all", "fioscope:disk_await_seconds")]
+AWAITS = [("read", n.DISK_READ_AWAIT_SECONDS), ("write", n.DISK_WRITE_AWAIT_SECONDS), ("all", n.DISK_AWAIT_SECONDS)]
 SLOW_AWAITS = [
-    Record(SLOW_SATURATED, f"{slow(series)}\nand {ON} fioscope:disk_util_ratio >= %(throttle_util_min_ratio)s\n"
+    Record(SLOW_SATURATED, f"{slow(series)}\n"
+                           f"and {ON} (fioscope:disk_util_ratio:irate >= %(throttle_util_min_ratio)s or fioscope:disk_util_ratio >= %(throttle_util_min_ratio)s)\n"
                            f"and {ON} fioscope:disk_queue_size >= %(throttle_queue_min)s", labels=(("ddir", ddir),))
     for ddir, series in AWAITS
 ]
-# (dimension, unit, per-scrape rate, ddir of its await, floor, dimensions that explain it better)
-DIMENSIONS = [
-    ("reads", "/s", n.DISK_READ_IOPS_IRATE, "read", "%(throttle_min_iops)s", ()),
-    ("writes", "/s", n.DISK_WRITE_IOPS_IRATE, "write", "%(throttle_min_iops)s", ()),
-    ("read throughput", "B/s", n.DISK_READ_BYTES_PER_SECOND_IRATE, "read", "%(throttle_min_bytes_per_second)s", ("reads",)),
-    ("write throughput", "B/s", n.DISK_WRITE_BYTES_PER_SECOND_IRATE, "write", "%(throttle_min_bytes_per_second)s", ("writes",)),
-    ("IOPS", "/s", n.DISK_IOPS_IRATE, "all", "%(throttle_min_iops)s", ("reads", "writes", "read throughput", "write throughput")),
-    ("throughput", "B/s", n.DISK_BYTES_PER_SECOND_IRATE, "all", "%(throttle_min_bytes_per_second)s",
-     ("reads", "writes", "read throughput", "write throughput", "IOPS")),
+
+# The envelope. A device at the boundary of what its caps allow is throttled whichever cap binds: per scrape it
+# sits at its IOPS peak of the window, or at its bytes/s peak, or (a scrape that mixes a small-request and a
+# large-request phase, or the additive provider formula IOPS = 1 / (1/MaxIOPS + size/MaxBW)) on the line between
+# them: iops/peak + bytes/peak >= 1, which the min() of two caps and the additive formula both satisfy. The
+# envelope is a property of the rates only: no queue depth or request size enters it.
+# (pair ddir, IOPS dimension, bytes dimension, per-scrape IOPS, per-scrape bytes/s)
+PAIRS = [
+    ("read", "reads", "read throughput", n.DISK_READ_IOPS_IRATE, n.DISK_READ_BYTES_PER_SECOND_IRATE),
+    ("write", "writes", "write throughput", n.DISK_WRITE_IOPS_IRATE, n.DISK_WRITE_BYTES_PER_SECOND_IRATE),
+    ("all", "IOPS", "throughput", n.DISK_IOPS_IRATE, n.DISK_BYTES_PER_SECOND_IRATE),
 ]
-# short: the window while fio loads the device (and for the step-down); long: any workload
+# short: the window while fio loads the device; long: any workload
 WINDOWS = [("short", "%(fioWindow)s"), ("long", "%(window)s")]
+IOPS_RATIO, BYTES_RATIO = n.DISK_ENVELOPE_IOPS_RATIO, n.DISK_ENVELOPE_BYTES_RATIO
+IOPS_PEAK, BYTES_PEAK = n.DISK_ENVELOPE_IOPS_PEAK, n.DISK_ENVELOPE_BYTES_PEAK
+ENVELOPE = n.DISK_ENVELOPE_RATIO
+REQUEST_SIZE = n.DISK_REQUEST_SIZE_BYTES_IRATE
 
 
-def ceiling(window_name: str, window: str, dimension: str, unit: str, rate: str, ddir: str, floor: str,
-            better: tuple[str, ...]) -> Record:
-    """The inferred ceiling: the mean rate of a dimension that sits flat while the device is saturated and slow."""
-    expr = f'{flat(rate, window, floor)}\nand {ON} {SLOW_SATURATED}{{ddir="{ddir}"}}'
-    if better:
-        expr += f'\nunless {ON} fioscope:disk_ceiling{{window="{window_name}",dimension=~"{"|".join(better)}"}}'
-    return Record(n.DISK_CEILING, expr, labels=(("window", window_name), ("dimension", dimension), ("unit", unit)))
+def _sel(ddir: str, window_name: str = "") -> str:
+    return f'{{ddir="{ddir}"' + (f',window="{window_name}"' if window_name else "") + "}"
+
+
+def envelope_records(window_name: str, window: str, ddir: str, iops: str, bytes_: str) -> list[Record]:
+    """The window's peaks, and each scrape's place against them (0 while idle: the minimum over the window sees it)."""
+    labels = (("ddir", ddir), ("window", window_name))
+    sel = _sel(ddir, window_name)
+    i, b = IOPS_RATIO + sel, BYTES_RATIO + sel
+    spread = (f"max_over_time({REQUEST_SIZE}{_sel(ddir)}[{window}]) >= %(throttle_size_spread_ratio)s * "
+              f"min_over_time({REQUEST_SIZE}{_sel(ddir)}[{window}])")
+    return [
+        Record(IOPS_PEAK, f"max_over_time({iops}[{window}])", labels=labels),
+        Record(BYTES_PEAK, f"max_over_time({bytes_}[{window}])", labels=labels),
+        Record(IOPS_RATIO, f"{iops} / ignoring (ddir, window) clamp_min({IOPS_PEAK}{sel}, %(throttle_min_iops)s)", labels=labels),
+        Record(BYTES_RATIO, f"{bytes_} / ignoring (ddir, window) clamp_min({BYTES_PEAK}{sel}, %(throttle_min_bytes_per_second)s)", labels=labels),
+        # at one peak (max of the two), or on the line between them while the request size varies in the window
+        # (with one size, iops/peak = bytes/peak and the line would accept half the peak)
+        Record(ENVELOPE, f"clamp_max(\n  ({i} + {b} >= 1) and {ON} ({spread})\n  or ({i} >= {b})\n  or {b},\n1)", labels=labels),
+    ]
+
+
+def _flat(rate: str, window: str) -> str:
+    """Every scrape of the window within the tolerance of its peak."""
+    return f"min_over_time({rate}[{window}]) >= (1 - %(throttle_envelope_tolerance)s) * max_over_time({rate}[{window}])"
+
+
+def _envelope_held(ddir: str, window_name: str, window: str, iops: str, bytes_: str) -> str:
+    """Saturated at every scrape of the window, and one rate flat at its peak or every scrape on the envelope
+    (each scrape against the peaks of its own window: a phase of one request size is at its own envelope)."""
+    sel = _sel(ddir, window_name)
+    return (f"(\n  ({_flat(iops, window)})\n  or ({_flat(bytes_, window)})\n"
+            f"  or min_over_time({ENVELOPE}{sel}[{window}]) >= 1 - %(throttle_envelope_tolerance)s\n)\n"
+            f"and {ON} min_over_time(fioscope:disk_util_ratio:irate[{window}]) >= %(throttle_util_min_ratio)s\n"
+            f'and {ON} {SLOW_SATURATED}{{ddir="{ddir}"}}')
+
+
+def ceilings(window_name: str, window: str, ddir: str, iops_dim: str, bytes_dim: str, iops: str, bytes_: str) -> list[Record]:
+    """The inferred ceilings of one direction: the IOPS and/or bytes/s the device is held at.
+
+    shape="flat": IOPS flat at their peak (a constant request size, or an IOPS cap): the IOPS ceiling, the mean rate
+    (with one size an IOPS and a bandwidth cap look the same: the IOPS are named); bytes/s flat while IOPS swing:
+    the bandwidth ceiling. shape="envelope": neither flat but every scrape on the envelope: both caps bind in
+    turn, both peaks are named."""
+    flat_i, flat_b = _flat(iops, window), _flat(bytes_, window)
+    held = _envelope_held(ddir, window_name, window, iops, bytes_)
+    better = ""
+    if ddir == "all":  # a total is named only when no direction explains it
+        better = (f'\nunless {ON} fioscope:disk_ceiling{{window="{window_name}",'
+                  f'dimension=~"reads|writes|read throughput|write throughput"}}')
+    floor_i = f"and {ON} max_over_time({iops}[{window}]) >= %(throttle_min_iops)s\nand {ON} ({held})"
+    floor_b = f"and {ON} max_over_time({bytes_}[{window}]) >= %(throttle_min_bytes_per_second)s\nand {ON} ({held})"
+    # the peaks named: over the longer window (a short one may hold one request size and a scrape mixing two)
+    peak_window = WINDOWS[-1][1]
+    shapes = [  # (value, dimension, unit, shape)
+        (f"avg_over_time({iops}[{window}])\nand {ON} ({flat_i})\n{floor_i}", iops_dim, "/s", "flat"),
+        (f"avg_over_time({bytes_}[{window}])\nand {ON} ({flat_b})\nunless {ON} ({flat_i})\n{floor_b}", bytes_dim, "B/s", "flat"),
+        (f"max_over_time({iops}[{peak_window}])\nunless {ON} ({flat_i})\nunless {ON} ({flat_b})\n{floor_i}", iops_dim, "/s", "envelope"),
+        (f"max_over_time({bytes_}[{peak_window}])\nunless {ON} ({flat_i})\nunless {ON} ({flat_b})\n{floor_b}", bytes_dim, "B/s", "envelope"),
+    ]
+    return [Record(n.DISK_CEILING, expr + better,
+                   labels=(("window", window_name), ("dimension", dim), ("unit", unit), ("shape", shape)))
+            for expr, dim, unit, shape in shapes]
 
 
 def _to_lower_layers(loaded: str) -> str:
@@ -181,13 +238,43 @@ FIO_LOAD = Record(n.DISK_FIO_LOAD, "\nor ".join(
     [_FIO_ON_DEVICE, _to_lower_layers(_FIO_ON_DEVICE), _to_lower_layers(_to_lower_layers(_FIO_ON_DEVICE)),
      _to_lower_layers(_to_lower_layers(_to_lower_layers(_FIO_ON_DEVICE)))]))
 
-CEILINGS = [FIO_LOAD] + SLOW_AWAITS + [ceiling(name, window, *dim) for name, window in WINDOWS for dim in DIMENSIONS] + [
-    # rate now against its peak in the lookback: burst credits spent, a lower ceiling reached
-    Record(n.DISK_STEP_DOWN_RATIO,
-           "max_over_time(fioscope:disk_iops[%(stepDownLookback)s]) / clamp_min(fioscope:disk_iops, 1e-9) >= %(throttle_step_down_ratio)s\n"
-           "or max_over_time(fioscope:disk_bytes_per_second[%(stepDownLookback)s]) / clamp_min(fioscope:disk_bytes_per_second, 1e-9)"
-           " >= %(throttle_step_down_ratio)s"),
-] + [Record(n.DISK_CEILING_BELOW, LAYER_BELOW % name, labels=(("window", name),)) for name, _ in WINDOWS]
+# Provider cap or physical maximum: 1 for a device that is local hardware (its envelope is its own maximum),
+# from its sysfs model/vendor; a device without model and vendor (virtio, xvd, loop, nbd, rbd) or with a
+# virtual one is a provider's volume. thresholds.disk_cap_per_device overrides per device name.
+PHYSICAL = n.DISK_PHYSICAL_DEVICE
+
+
+def physical_device(s: dict) -> Record:
+    per_device = s["thresholds"].get("disk_cap_per_device") or {}
+    physical = sorted(d for d, kind in per_device.items() if kind == "physical")
+    forced = "|".join(sorted(per_device))
+    expr = ('max by (%(clusterLabels)shost, device) (\n  fioscope_disk_model_info{%(fioSelector)s,model!="",model!~"%(virtualModels)s"'
+            + (f',device!~"{forced}"' if forced else "") + "}\n"
+            '  unless fioscope_disk_model_info{%(fioSelector)s,vendor=~"%(virtualModels)s"}\n)')
+    if physical:
+        expr += ('\nor max by (%(clusterLabels)shost, device) (fioscope_disk_model_info{%(fioSelector)s,device=~"'
+                 + "|".join(physical) + '"} * 0 + 1)')
+    return Record(PHYSICAL, expr)
+
+
+def ceiling_records(s: dict) -> list[Record]:
+    records = [FIO_LOAD, physical_device(s)] + SLOW_AWAITS
+    records += [Record(REQUEST_SIZE, f"{bytes_} / ({iops} > 0)", labels=(("ddir", ddir),)) for ddir, _, _, iops, bytes_ in PAIRS]
+    for name, window in WINDOWS:
+        for ddir, _, _, iops, bytes_ in PAIRS:
+            records += envelope_records(name, window, ddir, iops, bytes_)
+        for pair in PAIRS:
+            records += ceilings(name, window, *pair)
+    # burst credits spent: IOPS *and* bytes/s fell to a fraction of their peaks (a request size that changes moves
+    # one up when the other goes down: never a step-down), value the IOPS ratio
+    records.append(Record(
+        n.DISK_STEP_DOWN_RATIO,
+        "max_over_time(fioscope:disk_iops[%(stepDownLookback)s]) / clamp_min(fioscope:disk_iops, 1e-9) >= %(throttle_step_down_ratio)s\n"
+        f"and {ON} max_over_time(fioscope:disk_bytes_per_second[%(stepDownLookback)s]) / clamp_min(fioscope:disk_bytes_per_second, 1e-9)"
+        " >= %(throttle_step_down_ratio)s"))
+    records += [Record(n.DISK_CEILING_BELOW, LAYER_BELOW % name, labels=(("window", name),)) for name, _ in WINDOWS]
+    return records
+
 
 LIMIT_KEYS = [  # disk_limits key: (series, how the declared limit reads)
     ("iops", n.DISK_IOPS, "{:g} IOPS"),
@@ -220,7 +307,7 @@ def recording_rules(s: dict) -> dict:
     groups = [
         {"name": "fioscope-iostat", "rules": [r.render(p) for r in DISK + HELPERS]},
         {"name": "fioscope-iostat-columns", "rules": [r.render(p) for r in COLUMNS]},
-        {"name": "fioscope-throttle", "rules": [r.render(p) for r in CEILINGS + declared_limits(s)]},
+        {"name": "fioscope-throttle", "rules": [r.render(p) for r in ceiling_records(s) + declared_limits(s)]},
         # avg-cpu reads no disk series: its own group, evaluated beside the disk rules (a fleet's groups run in parallel)
         {"name": "fioscope-cpu", "rules": [r.render(p) for r in CPU]},
         {"name": "fioscope-disk-baseline", "interval": p["baselineInterval"], "rules": [r.render(p) for r in BASELINE]},

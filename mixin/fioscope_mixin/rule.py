@@ -50,6 +50,7 @@ def params(s: dict) -> dict[str, str]:
         "baselineUtilLookback": f"{duration(s, 'thresholds', 'throttle', 'baseline_interval') + duration(s, 'stack', 'rate_window'):g}s",
         "stepDownLookback": thr["step_down_lookback"],
         "queueWindow": t["queue_window"],
+        "virtualModels": thr["virtual_models"],
     }
     for key, value in list(t.items()) + [(f"throttle_{k}", v) for k, v in thr.items()]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):

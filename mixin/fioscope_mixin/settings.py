@@ -20,7 +20,7 @@ from fioscope_mixin.yamlfile import YamlError, load_yaml, loads_yaml
 
 CONFIG_PATH = Path(__file__).resolve().parent / "config.yaml"
 # maps keyed by device name: any key is valid below them
-FREE_FORM_MAPS = {("thresholds", "disk_limits"), ("thresholds", "disk_latency_sla_per_device")}
+FREE_FORM_MAPS = {("thresholds", "disk_limits"), ("thresholds", "disk_latency_sla_per_device"), ("thresholds", "disk_cap_per_device")}
 
 
 class SettingsError(ValueError):
