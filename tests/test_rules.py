@@ -174,7 +174,7 @@ def _in_cluster(cluster: str, series: list[dict]) -> list[dict]:
     return [{**s, "series": s["series"].replace("{", f'{{cluster="{cluster}",', 1)} for s in series]
 
 
-def cluster_test(expected: list[dict]) -> dict:
+def cluster_test(expected: list[dict], rules_dir: Path) -> dict:
     """Two clusters with the same host, instance and device names, fio loading the device in both:
     east's device is capped at 700 r/s + 300 w/s from 30m, west's stays healthy."""
     import scenarios as sc  # alerts/tests/scenarios.py (pytest.ini's pythonpath): the device models of the detection matrix
@@ -186,6 +186,7 @@ def cluster_test(expected: list[dict]) -> dict:
         fio = f'cluster="{cluster}",job="fioscope",instance="s6:7963",host="s6",target="t",device="vdb",hostname="",jobname="load"'
         series.append({"series": f"fio_run_running{{{fio}}}", "values": f"0x{on - 1} 1x{off - on - 1} 0x{steps - off}"})
     return {"rule_files": ["../recording.rules.yaml", "../alerts.rules.yaml"], "evaluation_interval": f"{sc.STEP}s",
+            "group_eval_order": sc.group_order(rules_dir),
             "tests": [{"name": "two clusters, same names", "interval": f"{sc.STEP}s", "input_series": series,
                        "alert_rule_test": expected}]}
 
@@ -209,7 +210,7 @@ def test_cluster_label_keeps_clusters_apart(tmp_path):
                 {"eval_time": "33m", "alertname": "FioscopeDiskThrottled", "exp_alerts": []}]
     tests = tmp_path / "alerts" / "tests"
     tests.mkdir()
-    (tests / "clusters.test.yaml").write_text(yaml.safe_dump(cluster_test(expected), sort_keys=False, width=1000))
+    (tests / "clusters.test.yaml").write_text(yaml.safe_dump(cluster_test(expected, tmp_path / "alerts"), sort_keys=False, width=1000))
     proc = run([promtool, "test", "rules", str(tests / "clusters.test.yaml")])
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

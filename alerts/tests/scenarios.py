@@ -9,6 +9,7 @@ from that:
     python3 alerts/tests/scenarios.py            # write alerts/tests/detection.test.yaml
     python3 alerts/tests/scenarios.py --check    # exit 1 if the rules contradict a scenario's expectation
     python3 alerts/tests/scenarios.py --matrix   # print scenario x (alert, seconds to fire, ceiling named)
+    python3 alerts/tests/scenarios.py --markdown # ... as the Markdown table of docs/runbook.md
 
 The generated test pins, per scenario, the first evaluation at which each alert fires
 (with its description, which names the ceiling) and that it is silent one step earlier,
@@ -43,6 +44,7 @@ THROTTLE_ALERTS = [*n.THROTTLING_ALERTS, n.ALERT_DISK_QUEUE_EXPLODING]
 INFO_ALERTS = [n.ALERT_DISK_AT_PHYSICAL_MAXIMUM]
 WATCHED = THROTTLE_ALERTS + INFO_ALERTS + [n.ALERT_DISK_LATENCY_ABOVE_SLA]
 MIB = 1048576
+RULE_FILES = ["recording.rules.yaml", "alerts.rules.yaml"]
 
 
 @dataclass
@@ -265,35 +267,35 @@ SCENARIOS = [
              topology=[("s9", "md0", "vda"), ("s9", "md0", "vdb"), ("s9", "dm-0", "md0")],
              note="fio's target is on dm-0 (the exporter labels its series so); vda, two layers down, carries the load and pages"),
     Scenario("gp3 dual cap 3000 IOPS + 125 MiB/s, 16k/1M every 30 s, qd 32",
-             [Device("d1", "nvme1n1", after_onset(dual_cap(3000, 125 * MIB, (16384, MIB), 30, 32), light_fast), hardware=EBS)],
+             [Device("d1", "nvme1n1", after_onset(dual_cap(3000, 125 * MIB, (16384, MIB), 30, 32), light_fast), hardware=EBS, discards=False)],
              {n.ALERT_DISK_THROTTLED: ("d1/nvme1n1", "read throughput at ~125MiB/s, reads at ~3k/s")},
              {n.ALERT_DISK_THROTTLED: 120}),
     Scenario("gp3 dual cap under fio, 16k/1M every 30 s, qd 32",
-             [Device("d2", "vdb", after_onset(dual_cap(3000, 125 * MIB, (16384, MIB), 30, 32), light_fast))],
+             [Device("d2", "vdb", after_onset(dual_cap(3000, 125 * MIB, (16384, MIB), 30, 32), light_fast), discards=False)],
              {n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD: ("d2/vdb", "at ~3k/s")},
              {n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD: 60}, fio=[("d2", "vdb")]),
     Scenario("dual cap, additive formula (5000 IOPS, 200 MiB/s), 4k/1M every 30 s",
-             [Device("d3", "vdb", after_onset(dual_cap(5000, 200 * MIB, (4096, MIB), 30, 64, additive=True), light_fast))],
+             [Device("d3", "vdb", after_onset(dual_cap(5000, 200 * MIB, (4096, MIB), 30, 64, additive=True), light_fast), discards=False)],
              {n.ALERT_DISK_THROTTLED: ("d3/vdb", "reads at ~")}, {n.ALERT_DISK_THROTTLED: 120}),
     Scenario("dual cap on writes (3000 w/s + 125 MiB/s), 16k/1M every 45 s, qd 16",
-             [Device("d4", "vdb", after_onset(dual_cap(3000, 125 * MIB, (16384, MIB), 45, 16, direction="w"), light_fast))],
+             [Device("d4", "vdb", after_onset(dual_cap(3000, 125 * MIB, (16384, MIB), 45, 16, direction="w"), light_fast), discards=False)],
              {n.ALERT_DISK_THROTTLED: ("d4/vdb", "write throughput at ~125MiB/s, writes at ~3k/s")}, {n.ALERT_DISK_THROTTLED: 120}),
     Scenario("bandwidth cap 40 MiB/s, 4k/256k every 20 s, qd 32 (await 6 ms)",
-             [Device("d5", "vdb", after_onset(dual_cap(1e9, 40 * MIB, (4096, 262144), 20, 32), light_fast))],
+             [Device("d5", "vdb", after_onset(dual_cap(1e9, 40 * MIB, (4096, 262144), 20, 32), light_fast), discards=False)],
              {n.ALERT_DISK_THROTTLED: ("d5/vdb", "read throughput flat at ~40MiB/s")}, {n.ALERT_DISK_THROTTLED: 120}),
     Scenario("bandwidth cap 40 MiB/s, 4k/256k every 2 min, qd 128",
-             [Device("d6", "vdb", after_onset(dual_cap(1e9, 40 * MIB, (4096, 262144), 120, 128), light_fast))],
+             [Device("d6", "vdb", after_onset(dual_cap(1e9, 40 * MIB, (4096, 262144), 120, 128), light_fast), discards=False)],
              {n.ALERT_DISK_THROTTLED: ("d6/vdb", "is throttled at its provider's cap: ")}, {n.ALERT_DISK_THROTTLED: 120},
              note="IOPS swing 64x with the phases: the old step-down test held the alert back at every large-request phase"),
     Scenario("EBS volume at its cap named by its model (700 r/s + 300 w/s)",
-             [Device("d7", "nvme2n1", after_onset(iops_cap, light_fast), hardware=EBS)],
+             [Device("d7", "nvme2n1", after_onset(iops_cap, light_fast), hardware=EBS, discards=False)],
              {n.ALERT_DISK_THROTTLED: ("d7/nvme2n1", "is throttled at its provider's cap: reads flat at ~700/s")},
              {n.ALERT_DISK_THROTTLED: 120}),
     Scenario("local NVMe (Samsung 980 PRO) at its physical maximum, 3 GB/s",
-             [Device("h5", "nvme0n1", after_onset(nvme_streaming, light_nvme), hardware=SAMSUNG)],
+             [Device("h5", "nvme0n1", after_onset(nvme_streaming, light_nvme), hardware=SAMSUNG, discards=False)],
              {n.ALERT_DISK_AT_PHYSICAL_MAXIMUM: ("h5/nvme0n1", "runs at its own physical maximum")}),
-    Scenario("healthy: load rises and falls with demand", [Device("h6", "vdb", after_onset(varying_demand))], {}),
-    Scenario("healthy: nightly sequential backup", [Device("h7", "vdb", after_onset(nightly_backup, light_fast))], {}),
+    Scenario("healthy: load rises and falls with demand", [Device("h6", "vdb", after_onset(varying_demand), discards=False)], {}),
+    Scenario("healthy: nightly sequential backup", [Device("h7", "vdb", after_onset(nightly_backup, light_fast), discards=False)], {}),
 ]
 
 COUNTERS = [  # node_exporter counter, per-second increment from a Sample
@@ -360,14 +362,21 @@ def duration(seconds: int) -> str:
 
 
 # ---------------------------------------------------------------------------- what promtool says fires
+def group_order(rules_dir: Path) -> list[str]:
+    """The rule groups in the order the rule files list them. promtool otherwise evaluates a cycle's groups in a
+    random order (as Prometheus does not order them either), which moves a first firing by an interval from run to
+    run; the pinned order makes the generated test reproducible (the rules that must agree share one group)."""
+    return [g["name"] for f in RULE_FILES for g in yaml.safe_load((rules_dir / f).read_text())["groups"]]
+
+
 def observe(rules_dir: Path) -> dict[tuple[str, str], list[tuple[int, dict]]]:
     """(alert, "host/device") -> [(seconds, annotations)] for every evaluation from the onset on."""
     promtool = shutil.which("promtool")
     if not promtool:
         raise SystemExit("scenarios.py: promtool is not installed")
     times = list(range(ONSET - 60, END + 1, STEP))
-    test = {"rule_files": [str(rules_dir / "recording.rules.yaml"), str(rules_dir / "alerts.rules.yaml")],
-            "evaluation_interval": f"{STEP}s",
+    test = {"rule_files": [str(rules_dir / f) for f in RULE_FILES],
+            "evaluation_interval": f"{STEP}s", "group_eval_order": group_order(rules_dir),
             "tests": [{"interval": f"{STEP}s", "input_series": input_series(),
                        "alert_rule_test": [{"eval_time": duration(t), "alertname": a, "exp_alerts": []} for t in times for a in WATCHED]}]}
     with tempfile.TemporaryDirectory() as tmp:
@@ -452,7 +461,7 @@ def _settled(fired, alert: str, keys: set[str], start: int) -> int | None:
     return None
 
 
-def build_test(fired) -> dict:
+def build_test(fired, rules_dir: Path) -> dict:
     # Prometheus evaluates the alert group and the recording groups independently: the first firing
     # evaluation moves by one interval from run to run, so each check keeps one interval either side.
     firsts = {k: hits[0][0] for k, hits in fired.items()}
@@ -482,7 +491,8 @@ def build_test(fired) -> dict:
                 silent.append({"eval_time": duration(t), "alertname": alert, "exp_alerts": []})
     tests.append({"name": "silent: " + "; ".join(sc.name for sc in SCENARIOS if not sc.expect) + "; values", "interval": f"{STEP}s",
                   "input_series": input_series(), "alert_rule_test": silent, "promql_expr_test": VALUE_CHECKS})
-    return {"rule_files": ["../recording.rules.yaml", "../alerts.rules.yaml"], "evaluation_interval": f"{STEP}s", "tests": tests}
+    return {"rule_files": [f"../{f}" for f in RULE_FILES], "evaluation_interval": f"{STEP}s",
+            "group_eval_order": group_order(rules_dir), "tests": tests}
 
 
 # values of the rules the alerts build on; s2's node_exporter has no discard/flush series (kernel < 4.18)
@@ -535,6 +545,26 @@ VALUE_CHECKS = [
 ]
 
 
+def named(description: str) -> str:
+    """The ceilings an alert's description names: the text between the first ': ' and the declared limits."""
+    return description.split(": ", 1)[-1].split(" (", 1)[0] if description else ""
+
+
+def markdown(rows: list[Row]) -> str:
+    """The matrix for docs/runbook.md: every scenario, every alert that fired on it (or that it should have)."""
+    lines = ["| scenario | alert | device | fired | s after onset | ceilings named | false positive |", "|---|---|---|---|---|---|---|"]
+    for sc in SCENARIOS:
+        mine = [r for r in rows if r.scenario == sc.name and r.alert != n.ALERT_DISK_LATENCY_ABOVE_SLA]
+        if not mine:
+            lines.append(f"| {sc.name} | (none) | | no | | | no |")
+        for r in mine:
+            ceiling = named(r.description) if "burst" not in r.alert.lower() else r.description.split(": ", 2)[-1].split(" (", 1)[0]
+            fp = "no" if r.expected or r.alert not in THROTTLE_ALERTS else "**yes**"
+            fired = "yes" if r.seconds is not None else "**no**"
+            lines.append(f"| {sc.name} | {r.alert} | {r.device} | {fired} | {'' if r.seconds is None else r.seconds} | {ceiling} | {fp} |")
+    return "\n".join(lines)
+
+
 HEADER = ("# Generated by alerts/tests/scenarios.py (the scenarios and why they must or must not page are there);\n"
           "# regenerate with `python3 alerts/tests/scenarios.py` after changing the rules.\n")
 
@@ -543,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the rules contradict an expectation")
     parser.add_argument("--matrix", action="store_true", help="print the detection matrix")
+    parser.add_argument("--markdown", action="store_true", help="print the detection matrix as a Markdown table (docs/runbook.md)")
     parser.add_argument("--rules", type=Path, default=HERE.parent, help="directory with the generated rule files")
     args = parser.parse_args(argv)
     fired = observe(args.rules)
@@ -556,6 +587,8 @@ def main(argv: list[str] | None = None) -> int:
         for sc in SCENARIOS:
             if not any(r.scenario == sc.name for r in rows):
                 print(f"{sc.name[:58]:58} {'(nothing fires)':36}")
+    if args.markdown:
+        print(markdown(rows))
     for p in problems:
         print(f"scenarios.py: {p}", file=sys.stderr)
     if problems:
@@ -565,8 +598,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"scenarios.py: {OUT} is missing (run python3 alerts/tests/scenarios.py)", file=sys.stderr)
             return 1
         return 0
-    if not args.matrix:
-        OUT.write_text(HEADER + yaml.safe_dump(build_test(fired), sort_keys=False, width=160))
+    if not (args.matrix or args.markdown):
+        OUT.write_text(HEADER + yaml.safe_dump(build_test(fired, args.rules), sort_keys=False, width=160))
     return 0
 
 

@@ -62,6 +62,13 @@ def throttled(window: str) -> str:
 
 # a running fio job loads this device (its target's device, or a layer below it): joined on host and device
 FIO_ON_DEVICE = "on (%(clusterLabels)shost, device) fioscope:disk_fio_load"
+# ... or loaded it within the any-workload window (that window still holds fio's load: the fio alert's page)
+FIO_IN_WINDOW = "on (%(clusterLabels)shost, device) max_over_time(fioscope:disk_fio_load[%(window)s])"
+# a ceiling is the most the device has done lately: the window's peak within the envelope's tolerance of the peak over
+# peakLookback (a plateau under an earlier, higher rate is demand that fell, or a step-down: the burst alert's page)
+AT_RECENT_PEAK = "\n  or ".join(
+    f"max_over_time({rate}[%(window)s]) >= (1 - %(throttle_envelope_tolerance)s) * max_over_time({rate}[%(peakLookback)s])"
+    for rate in (n.DISK_IOPS_IRATE, n.DISK_BYTES_PER_SECOND_IRATE))
 ETCD_HIST = ("histogram_quantile(0.99, sum by (%%(clusterLabels)sinstance, job, le) "
              "(rate(etcd_disk_%s_duration_seconds_bucket{%%(etcdSelector)s}[%%(etcdWindow)s])))")
 
@@ -105,7 +112,7 @@ def alerts(s: dict) -> list[Alert]:
               "throttled_fio", "Disk throttled while fio loads it", throttle_desc("short"), "disk"),
         Alert(n.ALERT_DISK_THROTTLED, "warning",
               # a step-down is the burst alert's page (IOPS and bytes/s both fell: a request size that changes is none)
-              throttled("long") + f"\nunless {ON} fioscope:disk_step_down_ratio\nunless " + FIO_ON_DEVICE,
+              throttled("long") + f"\nand {ON} (\n  {AT_RECENT_PEAK}\n)\nunless {ON} fioscope:disk_step_down_ratio\nunless " + FIO_IN_WINDOW,
               "throttled", "Disk sits at a ceiling (throttled)", throttle_desc("long"), "disk"),
         Alert(n.ALERT_DISK_THROTTLED_AFTER_BURST, "warning",
               f"fioscope:disk_step_down_ratio\nand {ON} fioscope:disk_ceiling{{window=\"long\"}}\n"

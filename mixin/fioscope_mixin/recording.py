@@ -164,13 +164,18 @@ def _sel(ddir: str, window_name: str = "") -> str:
     return f'{{ddir="{ddir}"' + (f',window="{window_name}"' if window_name else "") + "}"
 
 
+def _size_spread(ddir: str, window: str) -> str:
+    """The request size varies in the window (a phase of small and one of large requests)."""
+    return (f"max_over_time({REQUEST_SIZE}{_sel(ddir)}[{window}]) >= %(throttle_size_spread_ratio)s * "
+            f"min_over_time({REQUEST_SIZE}{_sel(ddir)}[{window}])")
+
+
 def envelope_records(window_name: str, window: str, ddir: str, iops: str, bytes_: str) -> list[Record]:
-    """The window's peaks, and each scrape's place against them (0 while idle: the minimum over the window sees it)."""
+    """The window's peaks, and each scrape's place against them (0 while idle: the window's quantile sees it)."""
     labels = (("ddir", ddir), ("window", window_name))
     sel = _sel(ddir, window_name)
     i, b = IOPS_RATIO + sel, BYTES_RATIO + sel
-    spread = (f"max_over_time({REQUEST_SIZE}{_sel(ddir)}[{window}]) >= %(throttle_size_spread_ratio)s * "
-              f"min_over_time({REQUEST_SIZE}{_sel(ddir)}[{window}])")
+    spread = _size_spread(ddir, window)
     return [
         Record(IOPS_PEAK, f"max_over_time({iops}[{window}])", labels=labels),
         Record(BYTES_PEAK, f"max_over_time({bytes_}[{window}])", labels=labels),
@@ -182,18 +187,26 @@ def envelope_records(window_name: str, window: str, ddir: str, iops: str, bytes_
     ]
 
 
-def _flat(rate: str, window: str) -> str:
-    """Every scrape of the window within the tolerance of its peak."""
-    return f"min_over_time({rate}[{window}]) >= (1 - %(throttle_envelope_tolerance)s) * max_over_time({rate}[{window}])"
+def _flat(rate: str, window: str, tolerance: str = "%(throttle_ceiling_tolerance)s") -> str:
+    """The rate flat at a ceiling: its per-scrape stddev a small share of its mean, or all but a quarter of the scrapes
+    within ``tolerance`` of the window's peak (a single ramp or phase-change scrape breaks any tight stddev bound)."""
+    return (f"stddev_over_time({rate}[{window}]) <= %(throttle_flatness_max_cv)s * avg_over_time({rate}[{window}])\n"
+            f"  or quantile_over_time(%(throttle_flat_off_share)s, {rate}[{window}]) >= (1 - {tolerance}) * max_over_time({rate}[{window}])")
+
+
+def _named_flat(rate: str, window: str) -> str:
+    """Flat enough to be named "flat" (a bandwidth cap whose phase changes dip a scrape or two), where the envelope holds."""
+    return _flat(rate, window, "%(throttle_envelope_tolerance)s")
 
 
 def _envelope_held(ddir: str, window_name: str, window: str, iops: str, bytes_: str) -> str:
-    """Saturated at every scrape of the window, and one rate flat at its peak or every scrape on the envelope
-    (each scrape against the peaks of its own window: a phase of one request size is at its own envelope)."""
+    """Saturated and slow, and one rate flat at its peak or, while request sizes vary, nearly every scrape on the
+    envelope (each scrape against the peaks of its own window: a phase of one request size is at its own envelope)."""
     sel = _sel(ddir, window_name)
     return (f"(\n  ({_flat(iops, window)})\n  or ({_flat(bytes_, window)})\n"
-            f"  or min_over_time({ENVELOPE}{sel}[{window}]) >= 1 - %(throttle_envelope_tolerance)s\n)\n"
-            f"and {ON} min_over_time(fioscope:disk_util_ratio:irate[{window}]) >= %(throttle_util_min_ratio)s\n"
+            f"  or (quantile_over_time(%(throttle_off_ceiling_share)s, {ENVELOPE}{sel}[{window}]) >= 1 - %(throttle_envelope_tolerance)s\n"
+            f"      and {ON} ({_size_spread(ddir, window)}))\n)\n"
+            f"and {ON} quantile_over_time(%(throttle_off_ceiling_share)s, fioscope:disk_util_ratio:irate[{window}]) >= %(throttle_util_min_ratio)s\n"
             f'and {ON} {SLOW_SATURATED}{{ddir="{ddir}"}}')
 
 
@@ -204,7 +217,7 @@ def ceilings(window_name: str, window: str, ddir: str, iops_dim: str, bytes_dim:
     (with one size an IOPS and a bandwidth cap look the same: the IOPS are named); bytes/s flat while IOPS swing:
     the bandwidth ceiling. shape="envelope": neither flat but every scrape on the envelope: both caps bind in
     turn, both peaks are named."""
-    flat_i, flat_b = _flat(iops, window), _flat(bytes_, window)
+    flat_i, flat_b = _named_flat(iops, window), _named_flat(bytes_, window)
     held = _envelope_held(ddir, window_name, window, iops, bytes_)
     better = ""
     if ddir == "all":  # a total is named only when no direction explains it
@@ -301,13 +314,13 @@ def declared_limits(s: dict) -> list[Record]:
 
 def recording_rules(s: dict) -> dict:
     p = params(s)
-    # a group runs its rules in order, so rules that build on each other share one; groups run in parallel and
-    # read each other's latest values (at most an interval old): the throttle tests read the iostat group's series,
-    # which keeps each group's evaluation short at fleet scale (bench/bench_fleet.py)
+    # a group runs its rules in order, so rules that build on each other share one; groups run in parallel and read
+    # each other's latest values, an interval old when the reader runs first. The throttle tests share the iostat
+    # group: read from another group, a window's newest scrape was missing or not (Prometheus does not order groups),
+    # which moved a window's peak and flatness by a scrape; the columns and avg-cpu, which no alert waits on, have their own
     groups = [
-        {"name": "fioscope-iostat", "rules": [r.render(p) for r in DISK + HELPERS]},
+        {"name": "fioscope-iostat", "rules": [r.render(p) for r in DISK + HELPERS + ceiling_records(s) + declared_limits(s)]},
         {"name": "fioscope-iostat-columns", "rules": [r.render(p) for r in COLUMNS]},
-        {"name": "fioscope-throttle", "rules": [r.render(p) for r in ceiling_records(s) + declared_limits(s)]},
         # avg-cpu reads no disk series: its own group, evaluated beside the disk rules (a fleet's groups run in parallel)
         {"name": "fioscope-cpu", "rules": [r.render(p) for r in CPU]},
         {"name": "fioscope-disk-baseline", "interval": p["baselineInterval"], "rules": [r.render(p) for r in BASELINE]},

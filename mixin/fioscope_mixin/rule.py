@@ -49,6 +49,7 @@ def params(s: dict) -> dict[str, str]:
         # the span a baseline sample's await covers: its interval of rate-window averages (each reaching rateWindow back)
         "baselineUtilLookback": f"{duration(s, 'thresholds', 'throttle', 'baseline_interval') + duration(s, 'stack', 'rate_window'):g}s",
         "stepDownLookback": thr["step_down_lookback"],
+        "peakLookback": thr["peak_lookback"],
         "queueWindow": t["queue_window"],
         "virtualModels": thr["virtual_models"],
     }
