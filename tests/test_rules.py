@@ -194,6 +194,7 @@ def cluster_test(expected: list[dict], rules_dir: Path) -> dict:
 def test_cluster_label_keeps_clusters_apart(tmp_path):
     """selectors.cluster_label: only the capped cluster's device alerts, labelled with its cluster; the
     healthy twin of the same host/instance/device name in the other cluster stays silent."""
+    import scenarios as sc
     promtool = require("promtool")
     proc = run(GENERATE + ["--out", str(tmp_path), "--set", "selectors.cluster_label=cluster"])
     assert proc.returncode == 0, proc.stderr
@@ -205,9 +206,10 @@ def test_cluster_label_keeps_clusters_apart(tmp_path):
               "exp_annotations": {"summary": "Disk throttled while fio loads it", "description": description,
                                   "runbook_url": "https://github.com/fioscope/fioscope/blob/main/docs/runbook.md#fioscopediskthrottledunderfioload",
                                   "dashboard_url": "http://127.0.0.1:3000/d/fioscope-disk"}}]
-    expected = [{"eval_time": "29m", "alertname": "FioscopeDiskThrottledUnderFioLoad", "exp_alerts": []},
-                {"eval_time": "33m", "alertname": "FioscopeDiskThrottledUnderFioLoad", "exp_alerts": fired},
-                {"eval_time": "33m", "alertname": "FioscopeDiskThrottled", "exp_alerts": []}]
+    before, after = sc.duration(sc.ONSET - 60), sc.duration(sc.ONSET + 180)
+    expected = [{"eval_time": before, "alertname": "FioscopeDiskThrottledUnderFioLoad", "exp_alerts": []},
+                {"eval_time": after, "alertname": "FioscopeDiskThrottledUnderFioLoad", "exp_alerts": fired},
+                {"eval_time": after, "alertname": "FioscopeDiskThrottled", "exp_alerts": []}]
     tests = tmp_path / "alerts" / "tests"
     tests.mkdir()
     (tests / "clusters.test.yaml").write_text(yaml.safe_dump(cluster_test(expected, tmp_path / "alerts"), sort_keys=False, width=1000))

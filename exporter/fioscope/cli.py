@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # matplotlib's first use on a machine logs its font cache at INFO: not fioscope's news (and a CLI error stays one line)
+    logging.getLogger("matplotlib").setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         if args.command == "serve":
             return cmd_serve(args)

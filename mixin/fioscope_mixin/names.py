@@ -62,6 +62,7 @@ DISK_ENVELOPE_BYTES_PEAK = "fioscope:disk_envelope_bytes_peak"
 DISK_ENVELOPE_IOPS_RATIO = "fioscope:disk_envelope_iops_ratio"
 DISK_ENVELOPE_BYTES_RATIO = "fioscope:disk_envelope_bytes_ratio"
 DISK_ENVELOPE_RATIO = "fioscope:disk_envelope_ratio"
+DISK_AT_ENVELOPE_AWAIT_SECONDS = "fioscope:disk_at_envelope_await_seconds"
 DISK_REQUEST_SIZE_BYTES_IRATE = "fioscope:disk_request_size_bytes:irate"
 DISK_PHYSICAL_DEVICE = "fioscope:disk_physical_device"  # local hardware (sysfs model/vendor, or the per-device override)
 DISK_DECLARED_LIMIT_RATIO = "fioscope:disk_declared_limit_ratio"  # only with thresholds.disk_limits

@@ -199,15 +199,20 @@ def _named_flat(rate: str, window: str) -> str:
     return _flat(rate, window, "%(throttle_envelope_tolerance)s")
 
 
-def _envelope_held(ddir: str, window_name: str, window: str, iops: str, bytes_: str) -> str:
-    """Saturated and slow, and one rate flat at its peak or, while request sizes vary, nearly every scrape on the
-    envelope (each scrape against the peaks of its own window: a phase of one request size is at its own envelope)."""
-    sel = _sel(ddir, window_name)
-    return (f"(\n  ({_flat(iops, window)})\n  or ({_flat(bytes_, window)})\n"
-            f"  or (quantile_over_time(%(throttle_off_ceiling_share)s, {ENVELOPE}{sel}[{window}]) >= 1 - %(throttle_envelope_tolerance)s\n"
-            f"      and {ON} ({_size_spread(ddir, window)}))\n)\n"
-            f"and {ON} quantile_over_time(%(throttle_off_ceiling_share)s, fioscope:disk_util_ratio:irate[{window}]) >= %(throttle_util_min_ratio)s\n"
-            f'and {ON} {SLOW_SATURATED}{{ddir="{ddir}"}}')
+AT_ENVELOPE = n.DISK_AT_ENVELOPE_AWAIT_SECONDS
+
+
+def at_envelope_await(window_name: str, window: str, ddir: str, iops: str, bytes_: str) -> Record:
+    """The direction's await while it holds its envelope over the window: saturated and slow, and one rate flat at its
+    peak or, while request sizes vary, nearly every scrape on the envelope (each scrape against the peaks of its own
+    window: a phase of one request size is at its own envelope). Recorded once; every ceiling of the direction reads it."""
+    return Record(AT_ENVELOPE, (
+        f'{SLOW_SATURATED}{{ddir="{ddir}"}}\n'
+        f"and {ON} quantile_over_time(%(throttle_off_ceiling_share)s, fioscope:disk_util_ratio:irate[{window}]) >= %(throttle_util_min_ratio)s\n"
+        f"and {ON} (\n  {_flat(iops, window)}\n  or {_flat(bytes_, window)}\n"
+        f"  or (quantile_over_time(%(throttle_off_ceiling_share)s, {ENVELOPE}{_sel(ddir, window_name)}[{window}])"
+        f" >= 1 - %(throttle_envelope_tolerance)s\n      and {ON} ({_size_spread(ddir, window)}))\n)"),
+        labels=(("window", window_name),))
 
 
 def ceilings(window_name: str, window: str, ddir: str, iops_dim: str, bytes_dim: str, iops: str, bytes_: str) -> list[Record]:
@@ -218,13 +223,13 @@ def ceilings(window_name: str, window: str, ddir: str, iops_dim: str, bytes_dim:
     the bandwidth ceiling. shape="envelope": neither flat but every scrape on the envelope: both caps bind in
     turn, both peaks are named."""
     flat_i, flat_b = _named_flat(iops, window), _named_flat(bytes_, window)
-    held = _envelope_held(ddir, window_name, window, iops, bytes_)
+    held = f'{AT_ENVELOPE}{{ddir="{ddir}",window="{window_name}"}}'
     better = ""
     if ddir == "all":  # a total is named only when no direction explains it
         better = (f'\nunless {ON} fioscope:disk_ceiling{{window="{window_name}",'
                   f'dimension=~"reads|writes|read throughput|write throughput"}}')
-    floor_i = f"and {ON} max_over_time({iops}[{window}]) >= %(throttle_min_iops)s\nand {ON} ({held})"
-    floor_b = f"and {ON} max_over_time({bytes_}[{window}]) >= %(throttle_min_bytes_per_second)s\nand {ON} ({held})"
+    floor_i = f"and {ON} max_over_time({iops}[{window}]) >= %(throttle_min_iops)s\nand {ON} {held}"
+    floor_b = f"and {ON} max_over_time({bytes_}[{window}]) >= %(throttle_min_bytes_per_second)s\nand {ON} {held}"
     # the peaks named: over the longer window (a short one may hold one request size and a scrape mixing two)
     peak_window = WINDOWS[-1][1]
     shapes = [  # (value, dimension, unit, shape)
@@ -276,6 +281,7 @@ def ceiling_records(s: dict) -> list[Record]:
     for name, window in WINDOWS:
         for ddir, _, _, iops, bytes_ in PAIRS:
             records += envelope_records(name, window, ddir, iops, bytes_)
+            records.append(at_envelope_await(name, window, ddir, iops, bytes_))
         for pair in PAIRS:
             records += ceilings(name, window, *pair)
     # burst credits spent: IOPS *and* bytes/s fell to a fraction of their peaks (a request size that changes moves

@@ -10,6 +10,8 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -131,3 +133,27 @@ def lab_stack(tmp_path: Path, disks: dict[str, dict], schedule: list[dict] | Non
         webhook.close()
         for name in made:
             lab.down(name, state)
+
+
+def fio_job(path: Path, directory: str, sections: list[str], global_opts: str = "") -> Path:
+    """A fio job file: time-based direct I/O in ``directory``, the given job sections."""
+    path.write_text(f"[global]\ndirectory={directory}\ndirect=1\nioengine=libaio\ntime_based=1\n{global_opts}\n" + "\n".join(sections))
+    return path
+
+
+def lay_out(job: Path) -> None:
+    """Create the job's files before the load, outside any cgroup (a capped layout would eat the load's first minute)."""
+    subprocess.run(["fio", "--create_only=1", "--output=/dev/null", str(job)], check=True, stdout=subprocess.DEVNULL)
+
+
+def fio_in_cgroup(cgroup: str, job: Path) -> subprocess.Popen:
+    """fio running ``job`` inside ``cgroup`` (an application's load, capped by the lab disk), in a session of its own:
+    stop_fio ends its job processes too."""
+    return subprocess.Popen(["fio", "--output=/dev/null", str(job)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, preexec_fn=lambda: Path(cgroup, "cgroup.procs").write_text(str(os.getpid())))
+
+
+def stop_fio(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
