@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from helpers.binaries import require
 from helpers.cli import run
@@ -162,6 +163,7 @@ def test_generators_and_stack_share_one_settings_loader():
         raise AssertionError("typo accepted")
 
 
+@pytest.mark.slow  # one observing promtool run, ~20 s; detection.test.yaml pins its result in the default run
 def test_detection_scenarios_hold():
     """Every cap shape fires its alert naming the ceiling in time, the controls and upper layers stay silent
     (alerts/tests/scenarios.py judges one promtool run; detection.test.yaml pins the result)."""
