@@ -35,7 +35,8 @@ def open_in_chromium(html: Path, screenshot: Path) -> tuple[str, list[str]]:
 
 
 class Verdicts(HTMLParser):
-    """The verdict items of a rendered report: their data-* attributes and text."""
+    """The verdict items of a rendered report: their data-* attributes and text; ``text`` is all the page's text, what a
+    person reads (not the markup: a chart's base64 PNG can hold any four letters, "MB/s" among them)."""
 
     def __init__(self, dom: str):
         super().__init__()
@@ -43,6 +44,7 @@ class Verdicts(HTMLParser):
         self._open: dict | None = None
         self.images: list[str] = []
         self.external: list[str] = []
+        self.text = ""
         self.feed(dom)
 
     def handle_starttag(self, tag, attrs):
@@ -61,6 +63,7 @@ class Verdicts(HTMLParser):
             self._open = None
 
     def handle_data(self, data):
+        self.text += data
         if self._open is not None:
             self._open["text"] += data
 
