@@ -25,7 +25,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers.lab import Webhook, e2e_overrides, fio_in_cgroup, fio_job, lab_lock, lay_out, require_root_lab, stop_fio
+from helpers.lab import (
+    Webhook,
+    e2e_overrides,
+    fio_in_cgroup,
+    fio_job,
+    lab_disks,
+    lab_lock,
+    lay_out,
+    require_root_lab,
+    started,
+    stop_fio,
+    webhook_receiver,
+)
 from helpers.native_stack import NativeStack
 from helpers.net import wait_for
 from helpers.prometheus import PromClient
@@ -81,20 +93,12 @@ def named_ceilings(description: str) -> dict[str, float]:
 def envelope_lab(request, tmp_path_factory):
     """Every shape's capped disk and its uncapped twin, and the native stack watching them at one scrape interval.
     Yields (interval, {shape: (capped disk, twin)}, webhook, PromClient)."""
-    from fioscope import lab
-
     require_root_lab()
     interval, tmp = request.param, tmp_path_factory.mktemp(f"envelope-{request.param}")
-    state, webhook, stack, made = tmp / "lab", Webhook(), None, []
-    with lab_lock():
+    with lab_lock(), lab_disks(tmp / "lab") as up, webhook_receiver() as webhook:
         try:
-            pairs = {}
-            for i, (name, shape) in enumerate(SHAPES.items()):
-                capped = lab.up(shape.kind, name=f"env-{interval}-{i}", size="2G", state_dir=state, **shape.limits)
-                made.append(capped.name)
-                twin = lab.up("healthy", name=f"env-{interval}-{i}-twin", size="2G", state_dir=state)
-                made.append(twin.name)
-                pairs[name] = (capped, twin)
+            pairs = {name: (up(shape.kind, f"env-{interval}-{i}", **shape.limits), up("healthy", f"env-{interval}-{i}-twin"))
+                     for i, (name, shape) in enumerate(SHAPES.items())}
             disks = [d for pair in pairs.values() for d in pair]
             config = config_with_targets(tmp / "fioscope.yaml", [{"name": d.name, "directory": d.mountpoint} for d in disks])
             settings = [f"stack.scrape_interval={interval}", f"stack.evaluation_interval={interval}", "stack.rate_window=1m",
@@ -102,17 +106,12 @@ def envelope_lab(request, tmp_path_factory):
                         # the device's normal from 20 s averages (not 1 min): a fresh stack learns it sooner
                         "thresholds.throttle.baseline_interval=20s",
                         *[f"thresholds.disk_cap_per_device.{twin.device_name}=physical" for _, twin in pairs.values()]]
-            stack = NativeStack(tmp / "stack", e2e_overrides(webhook.url, rate_window="1m", extra=settings), fioscope_config=config)
-            stack.start()
-            prom = PromClient(stack.url("prometheus"))
-            learn_normals(prom, disks, tmp)
-            yield interval, pairs, webhook, prom
+            overrides = e2e_overrides(webhook.url, rate_window="1m", extra=settings)
+            with started(NativeStack(tmp / "stack", overrides, fioscope_config=config)) as stack:
+                prom = PromClient(stack.url("prometheus"))
+                learn_normals(prom, disks, tmp)
+                yield interval, pairs, webhook, prom
         finally:
-            if stack:
-                stack.stop()
-            webhook.close()
-            for name in made:
-                lab.down(name, state)
             if request.param == INTERVALS[-1]:
                 print("\n" + "\n".join(FIGURES))
 

@@ -110,13 +110,8 @@ def e2e_overrides(webhook_url: str = "", rate_window: str = "20s", extra: list[s
 def lab_stack(tmp_path: Path, disks: dict[str, dict], schedule: list[dict] | None = None):
     """Lab disks {name: {kind, limits...}}, and the native stack with a fioscope target on each.
     Yields (made disks, stack, webhook, PromClient)."""
-    from fioscope import lab
-
-    state = tmp_path / "lab"
-    made, webhook, stack = {}, Webhook(), None
-    try:
-        for name, spec in disks.items():
-            made[name] = lab.up(spec["kind"], name=name, size="2G", state_dir=state)
+    with lab_disks(tmp_path / "lab") as up, webhook_receiver() as webhook:
+        made = {name: up(spec["kind"], name) for name, spec in disks.items()}
         targets = [{"name": name, "directory": d.mountpoint, "cgroup": d.cgroup, "sla_latency": "30ms",
                     **({"limits": disks[name]["limits"]} if "limits" in disks[name] else {})} for name, d in made.items()]
         config = config_with_targets(tmp_path / "fioscope.yaml", targets)
@@ -124,15 +119,46 @@ def lab_stack(tmp_path: Path, disks: dict[str, dict], schedule: list[dict] | Non
             data = yaml.safe_load(config.read_text())
             data["schedule"] = schedule
             config.write_text(yaml.safe_dump(data))
-        stack = NativeStack(tmp_path / "stack", e2e_overrides(webhook.url, extra=E2E_SETTINGS), fioscope_config=config)
-        stack.start()
-        yield made, stack, webhook, PromClient(stack.url("prometheus"))
+        with started(NativeStack(tmp_path / "stack", e2e_overrides(webhook.url, extra=E2E_SETTINGS), fioscope_config=config)) as stack:
+            yield made, stack, webhook, PromClient(stack.url("prometheus"))
+
+
+@contextlib.contextmanager
+def lab_disks(state: Path):
+    """Yields ``up(kind, name, **limits)``, which makes a 2G lab disk; every disk made is taken down on exit."""
+    from fioscope import lab
+
+    made: list[str] = []
+
+    def up(kind: str, name: str, **limits):
+        disk = lab.up(kind, name=name, size="2G", state_dir=state, **limits)
+        made.append(name)
+        return disk
+
+    try:
+        yield up
     finally:
-        if stack:
-            stack.stop()
-        webhook.close()
         for name in made:
             lab.down(name, state)
+
+
+@contextlib.contextmanager
+def webhook_receiver():
+    webhook = Webhook()
+    try:
+        yield webhook
+    finally:
+        webhook.close()
+
+
+@contextlib.contextmanager
+def started(stack: NativeStack):
+    """The native stack started, and stopped on exit."""
+    stack.start()
+    try:
+        yield stack
+    finally:
+        stack.stop()
 
 
 def fio_job(path: Path, directory: str, sections: list[str], global_opts: str = "") -> Path:
