@@ -38,12 +38,20 @@ def leaves_nothing_behind():
     require_root_lab()
     from fioscope import lab
 
-    before_loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    def lab_state() -> tuple[str, list[Path], list[str]]:
+        """Loop devices, lab cgroups and lab mounts: compared before and after, so a run killed earlier on this machine
+        (its disks still there) does not fail this one."""
+        mounts = [line for line in Path("/proc/mounts").read_text().splitlines() if "fioscope-lab" in line or "/lab/" in line]
+        return (subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout,
+                sorted(p for p in Path("/sys/fs/cgroup").rglob("fioscope-lab-*") if p.is_dir()), mounts)
+
+    loops, cgroups, mounts = lab_state()
     yield
     print(f"\ne2e suite wall time: {time.time() - SUITE_START:.0f} s")
-    assert subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout == before_loops, "a loop device was left"
-    assert not [p for p in Path("/sys/fs/cgroup").rglob("fioscope-lab-*") if p.is_dir()], "a lab cgroup was left"
-    assert "fioscope-lab" not in Path("/proc/mounts").read_text() and "/lab/" not in Path("/proc/mounts").read_text()
+    loops_after, cgroups_after, mounts_after = lab_state()
+    assert loops_after == loops, "a loop device was left"
+    assert cgroups_after == cgroups, f"a lab cgroup was left: {sorted(set(cgroups_after) - set(cgroups))}"
+    assert mounts_after == mounts, f"a lab mount was left: {sorted(set(mounts_after) - set(mounts))}"
     assert lab.cgroup_version() in (1, 2)
 
 
