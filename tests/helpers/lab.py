@@ -167,9 +167,12 @@ def fio_job(path: Path, directory: str, sections: list[str], global_opts: str = 
     return path
 
 
-def lay_out(job: Path) -> None:
-    """Create the job's files before the load, outside any cgroup (a capped layout would eat the load's first minute)."""
-    subprocess.run(["fio", "--create_only=1", "--output=/dev/null", str(job)], check=True, stdout=subprocess.DEVNULL)
+def lay_out(job: Path, cgroup: str | None = None) -> None:
+    """Create the job's files before the load (a layout inside fio's timed run would eat the load's first minute); in
+    ``cgroup`` where given, at the disk's cap like any application's writes (laid out beside the cap, the burst stands
+    as the device's 5-minute peak, which the capped load then never reaches)."""
+    subprocess.run(["fio", "--create_only=1", "--output=/dev/null", str(job)], check=True, stdout=subprocess.DEVNULL,
+                   preexec_fn=(lambda: Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))) if cgroup else None)
 
 
 def fio_in_cgroup(cgroup: str, job: Path) -> subprocess.Popen:
