@@ -54,9 +54,11 @@ TWIN_WATCH = 20  # the twin is watched this long past the capped disk's alert (a
 
 
 def alternating(small: str, large: str, phase: int, depth: int, rounds: int) -> list[str]:
-    """Small random reads and large reads (a scan) taking turns every ``phase`` seconds."""
+    """Small random reads and large reads (a scan) taking turns every ``phase`` seconds, over a 64 MiB file: laid out
+    beside the cap just before the load, a 256 MiB file's burst stood as the device's 5-minute peak, which the capped
+    load never reaches (no page: a ceiling is the most the device did lately)."""
     return [f"[{'small' if i % 2 == 0 else 'large'}{i}]\nrw={'randread' if i % 2 == 0 else 'read'}\n"
-            f"bs={small if i % 2 == 0 else large}\nsize=256m\niodepth={depth}\nruntime={phase}\nstonewall\nfilename=alt.dat"
+            f"bs={small if i % 2 == 0 else large}\nsize=64m\niodepth={depth}\nruntime={phase}\nstonewall\nfilename=alt.dat"
             for i in range(rounds)]
 
 
@@ -126,7 +128,7 @@ def learn_normals(prom: PromClient, disks, tmp: Path) -> None:
         for d in disks:
             job = fio_job(tmp / f"light-{d.name}.fio", d.mountpoint,
                           ["[light]\nrw=randread\nbs=4k\nsize=64m\niodepth=1\nrate_iops=50\nruntime=600\nfilename=light.dat"])
-            lay_out(job, d.cgroup)
+            lay_out(job)
             light.append(fio_in_cgroup(d.cgroup, job))
         devices = "|".join(d.device_name for d in disks)
         wait_for(lambda: len(prom.query(f'fioscope:disk_await_baseline_seconds{{device=~"{devices}"}}')) == len(disks), 240,
@@ -155,7 +157,7 @@ def test_capped_disk_pages_naming_its_ceilings_and_its_twin_stays_silent(envelop
     jobs = []
     for disk in (capped, twin):
         job = fio_job(Path(disk.state_dir) / "load.fio", disk.mountpoint, spec.sections)
-        lay_out(job, disk.cgroup)
+        lay_out(job)
         jobs.append(job)
     start = time.time()
     loads = [fio_in_cgroup(disk.cgroup, job) for disk, job in zip((capped, twin), jobs)]

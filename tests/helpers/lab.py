@@ -167,22 +167,33 @@ def fio_job(path: Path, directory: str, sections: list[str], global_opts: str = 
     return path
 
 
-def lay_out(job: Path, cgroup: str | None = None) -> None:
-    """Create the job's files before the load (a layout inside fio's timed run would eat the load's first minute); in
-    ``cgroup`` where given, at the disk's cap like any application's writes (laid out beside the cap, the burst stands
-    as the device's 5-minute peak, which the capped load then never reaches)."""
-    subprocess.run(["fio", "--create_only=1", "--output=/dev/null", str(job)], check=True, stdout=subprocess.DEVNULL,
-                   preexec_fn=(lambda: Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))) if cgroup else None)
+def lay_out(job: Path) -> None:
+    """Create the job's files before the load, outside any cgroup (a capped layout would eat the load's first minute)."""
+    subprocess.run(["fio", "--create_only=1", "--output=/dev/null", str(job)], check=True, stdout=subprocess.DEVNULL)
 
 
 def fio_in_cgroup(cgroup: str, job: Path) -> subprocess.Popen:
-    """fio running ``job`` inside ``cgroup`` (an application's load, capped by the lab disk), in a session of its own:
+    """fio running ``job`` inside ``cgroup`` (an application's load, capped by the lab disk), in a session of its own;
     stop_fio ends its job processes too."""
     return subprocess.Popen(["fio", "--output=/dev/null", str(job)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, preexec_fn=lambda: Path(cgroup, "cgroup.procs").write_text(str(os.getpid())))
 
 
 def stop_fio(proc: subprocess.Popen) -> None:
+    """SIGKILL fio and every job process it started. Each job process starts a session of its own, so killing fio's
+    process group left the jobs running into the next test (the light loads of the envelope e2e ran on through every
+    test). fio is stopped first: a job started between listing and killing would survive."""
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.kill(proc.pid, signal.SIGSTOP)
+    for pid in [*_descendants(proc.pid), proc.pid]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     proc.wait(timeout=30)
+
+
+def _descendants(pid: int) -> list[int]:
+    try:
+        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:  # gone already
+        return []
+    return [d for child in children for d in (child, *_descendants(child))]
