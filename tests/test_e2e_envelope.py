@@ -121,8 +121,8 @@ def envelope_lab(request, tmp_path_factory):
 
 
 def learn_normals(prom: PromClient, disks, tmp: Path) -> None:
-    """A light random-read load (50/s, one in flight) on every disk until each has its normal await. A device without a
-    normal is judged by the absolute floor instead (10 ms)."""
+    """A light random-read load (50/s, one in flight) on every disk until each has its reads' normal await. A device
+    without one is judged by the absolute floor instead (10 ms)."""
     light = []
     try:
         for d in disks:
@@ -131,8 +131,9 @@ def learn_normals(prom: PromClient, disks, tmp: Path) -> None:
             lay_out(job)
             light.append(fio_in_cgroup(d.cgroup, job))
         devices = "|".join(d.device_name for d in disks)
-        wait_for(lambda: len(prom.query(f'fioscope:disk_await_baseline_seconds{{device=~"{devices}"}}')) == len(disks), 240,
-                 interval=2, what="every lab disk's normal await")
+        # the loads below are reads: their await is judged against the reads' normal
+        wait_for(lambda: len(prom.query(f'fioscope:disk_read_await_baseline_seconds{{device=~"{devices}"}}')) == len(disks), 240,
+                 interval=2, what="every lab disk's normal read await")
     finally:
         for proc in light:
             stop_fio(proc)

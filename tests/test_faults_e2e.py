@@ -17,11 +17,17 @@ def test_prometheus_restarted_during_a_run(tmp_path):
     require_root_lab()
     env = {"READ_IOPS": "7000", "WRITE_IOPS": "3000", "RUNTIME": "80", "SIZE": "512m"}
     disks = {"robust-prom": {"kind": "throttled", "limits": {"read_iops": 700, "write_iops": 300, "independent": True}}}
-    schedule = [{"job": "cloud-sla-70-30", "target": "robust-prom", "start_delay": "3s", "env": env}]
+    # the load starts once the stack is up: with its 512 MiB layout running beside it, Prometheus took 21 s to open
+    # an empty TSDB in CI (and a 30 s wait for the run once timed out)
+    schedule = [{"job": "cloud-sla-70-30", "target": "robust-prom", "start_delay": "15s", "env": env}]
     with lab_stack(tmp_path, disks, schedule) as (made, stack, webhook, prom):
         device = made["robust-prom"].device_name
         running = 'fio_run_running{jobname="cloud-sla-70-30",target="robust-prom"} == 1'
-        wait_for(lambda: prom.value(running), 30, what="the load to start")
+        try:
+            wait_for(lambda: prom.value(running), 60, what="the load to start")
+        except AssertionError as exc:
+            logs = {name: (stack.data_dir / "logs" / f"{name}.log").read_text()[-1500:] for name in ("fioscope", "prometheus")}
+            raise AssertionError(f"{exc}\n" + "\n".join(f"--- {name}.log\n{tail}" for name, tail in logs.items())) from None
         time.sleep(5)
         old = stack.procs["prometheus"]
         old.terminate()

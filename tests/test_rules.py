@@ -203,7 +203,8 @@ def test_cluster_label_keeps_clusters_apart(tmp_path):
     am = yaml.safe_load((tmp_path / "provisioning" / "alertmanager" / "alertmanager.yml").read_text())
     assert am["route"]["group_by"][0] == "cluster"
     description = ("vdb on s6 is throttled at its provider's cap: reads flat at ~700/s, writes flat at ~300/s (no limit declared); util 100%, "
-                   "queue 256, await 256ms (the device's normal is 1ms).")
+                   "queue 256, await 256ms (the device's normal is 1ms; r_await 256ms against a normal of 1ms; "
+                   "w_await 256ms, no normal known yet).")
     fired = [{"exp_labels": {"severity": "critical", "cluster": "east", "instance": "s6:9100", "job": "node", "host": "s6", "device": "vdb"},
               "exp_annotations": {"summary": "Disk throttled while fio loads it", "description": description,
                                   "runbook_url": "https://github.com/fioscope/fioscope/blob/main/docs/runbook.md#fioscopediskthrottledunderfioload",

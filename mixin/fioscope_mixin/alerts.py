@@ -9,11 +9,15 @@ from fioscope_mixin.rule import ON, Alert, fmt, params
 from fioscope_mixin.settings import duration
 
 
+def device_query(series: str) -> str:
+    """Opens ``{{ with <series of the alert's device> | query }}``: ``series`` holds the instance and device as '%%s'."""
+    return "{{ with printf \"" + series + "\" %(clusterArg)s$labels.instance $labels.device | query }}"
+
+
 def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> str:
     """A value of another series of the alert's device, inside an annotation template (``around``: a function of it)."""
     series = around % (metric + "{%(clusterMatcher)sinstance='%%s',device='%%s'}")
-    return ("{{ with printf \"%s\" %%(clusterArg)s$labels.instance $labels.device | query }}"
-            "{{ . | first | value | %s }}{{ else }}unknown{{ end }}") % (series, humanize)
+    return device_query(series) + "{{ . | first | value | " + humanize + " }}{{ else }}unknown{{ end }}"
 
 
 # where a disk alert was measured: the host (both scrape jobs' shared identity), else the scrape address
@@ -39,11 +43,23 @@ def ceilings_text(window: str) -> str:
     return ceilings + " (" + declared + ")"
 
 
+def direction_awaits() -> str:
+    """'; r_await 61ms against a normal of 170us' for each direction with requests: the figures the slow test judged."""
+    text = ""
+    for column, await_metric, normal in (("r_await", n.DISK_READ_AWAIT_SECONDS, n.DISK_READ_AWAIT_BASELINE_SECONDS),
+                                         ("w_await", n.DISK_WRITE_AWAIT_SECONDS, n.DISK_WRITE_AWAIT_BASELINE_SECONDS)):
+        text += (device_query(f"{await_metric}{{%(clusterMatcher)sinstance='%%s',device='%%s'}} > 0") + "; " + column
+                 + " {{ . | first | value | humanizeDuration }}"
+                 + device_query(f"{normal}{{%(clusterMatcher)sinstance='%%s',device='%%s'}}")
+                 + " against a normal of {{ . | first | value | humanizeDuration }}{{ else }}, no normal known yet{{ end }}{{ end }}")
+    return text
+
+
 def throttle_desc(window: str, what: str = "is throttled at its provider's cap") -> str:
     return ("{{ $labels.device }} on " + HOST + f" {what}: " + ceilings_text(window)
             + "; util " + disk_value(n.DISK_UTIL_RATIO, "humanizePercentage")
             + ", queue " + disk_value(n.DISK_QUEUE_SIZE) + ", await {{ $value | humanizeDuration }}"
-            " (the device's normal is " + disk_value(n.DISK_AWAIT_BASELINE_SECONDS, "humanizeDuration") + ").")
+            " (the device's normal is " + disk_value(n.DISK_AWAIT_BASELINE_SECONDS, "humanizeDuration") + direction_awaits() + ").")
 
 
 def at_envelope(window: str) -> str:

@@ -244,8 +244,10 @@ def latency() -> timeseries.Panel:
 
 def await_against_normal() -> timeseries.Panel:
     return ts("Await against the device's normal", "s",
-              per_device((n.DISK_AWAIT_SECONDS, "await"), (n.DISK_AWAIT_BASELINE_SECONDS, "normal")),
-              "Mean time per request over all directions, and the device's normal: the median await of its unsaturated periods. "
+              per_device((n.DISK_AWAIT_SECONDS, "await"), (n.DISK_AWAIT_BASELINE_SECONDS, "normal"),
+                         (n.DISK_READ_AWAIT_BASELINE_SECONDS, "reads' normal"), (n.DISK_WRITE_AWAIT_BASELINE_SECONDS, "writes' normal")),
+              "Mean time per request over all directions, and the device's normal: the median await of its unsaturated periods; "
+              "each direction's own normal, which its r_await or w_await (the latency panel) is judged against. "
               "A throttled disk sits far above its normal.")
 
 

@@ -51,6 +51,12 @@ DISK_BYTES_PER_SECOND_IRATE = "fioscope:disk_bytes_per_second:irate"
 DISK_UTIL_RATIO_IRATE = "fioscope:disk_util_ratio:irate"
 DISK_AWAIT_UNSATURATED_SECONDS = "fioscope:disk_await_unsaturated_seconds"
 DISK_AWAIT_BASELINE_SECONDS = "fioscope:disk_await_baseline_seconds"
+# each direction's own normal: the reads' await is judged against the reads' normal (a write-back of large requests
+# sets a normal that 4 KiB reads never had)
+DISK_READ_AWAIT_UNSATURATED_SECONDS = "fioscope:disk_read_await_unsaturated_seconds"
+DISK_WRITE_AWAIT_UNSATURATED_SECONDS = "fioscope:disk_write_await_unsaturated_seconds"
+DISK_READ_AWAIT_BASELINE_SECONDS = "fioscope:disk_read_await_baseline_seconds"
+DISK_WRITE_AWAIT_BASELINE_SECONDS = "fioscope:disk_write_await_baseline_seconds"
 DISK_FIO_LOAD = "fioscope:disk_fio_load"
 DISK_SLOW_SATURATED_AWAIT_SECONDS = "fioscope:disk_slow_saturated_await_seconds"
 DISK_CEILING = "fioscope:disk_ceiling"

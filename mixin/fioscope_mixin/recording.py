@@ -105,12 +105,26 @@ HELPERS = [
 # 15 s sample of every device would dominate the rule cost of a fleet). Unsaturated means every scrape the
 # average draws on: the await is a rate-window average, so right after a deep-queue load it still holds that
 # load's await while util has already dropped (a baseline taken then hides the next throttling).
+UNSATURATED = "\nand " + ON + " max_over_time(fioscope:disk_util_ratio:irate[%(baselineUtilLookback)s]) < %(unsaturatedUtil)s"
+
+
+def _direction_unsaturated(time_rate: str, iops: str) -> str:
+    """A direction's mean await over the interval, weighted by its requests; absent in a minute without any (its
+    await column reads 0 then, which must not become a normal)."""
+    return f"avg_over_time({time_rate}[%(baselineInterval)s]) / (avg_over_time({iops}[%(baselineInterval)s]) > 0)" + UNSATURATED
+
+
+def _median(unsaturated: str) -> str:
+    return f"quantile_over_time(0.5, {unsaturated}[%(baselineWindow)s])"
+
+
 BASELINE = [
-    Record(n.DISK_AWAIT_UNSATURATED_SECONDS,
-           "avg_over_time(fioscope:disk_await_seconds[%(baselineInterval)s])\n"
-           "and " + ON + " max_over_time(fioscope:disk_util_ratio:irate[%(baselineUtilLookback)s]) < %(unsaturatedUtil)s"),
-    Record(n.DISK_AWAIT_BASELINE_SECONDS,
-           "quantile_over_time(0.5, fioscope:disk_await_unsaturated_seconds[%(baselineWindow)s])"),
+    Record(n.DISK_AWAIT_UNSATURATED_SECONDS, "avg_over_time(fioscope:disk_await_seconds[%(baselineInterval)s])" + UNSATURATED),
+    Record(n.DISK_AWAIT_BASELINE_SECONDS, _median(n.DISK_AWAIT_UNSATURATED_SECONDS)),
+    Record(n.DISK_READ_AWAIT_UNSATURATED_SECONDS, _direction_unsaturated(R_TIME, R)),
+    Record(n.DISK_READ_AWAIT_BASELINE_SECONDS, _median(n.DISK_READ_AWAIT_UNSATURATED_SECONDS)),
+    Record(n.DISK_WRITE_AWAIT_UNSATURATED_SECONDS, _direction_unsaturated(W_TIME, W)),
+    Record(n.DISK_WRITE_AWAIT_BASELINE_SECONDS, _median(n.DISK_WRITE_AWAIT_UNSATURATED_SECONDS)),
 ]
 
 
@@ -122,23 +136,26 @@ FIO_HISTOGRAM = [Record(FSYNC_P99, "histogram_quantile(0.99, sum by (%(fioResult
                         '(rate(fio_latency_seconds_bucket{%(fioSelector)s,ddir="sync",stage="lat"}[%(fsyncHistogramWindow)s])))')]
 
 
-def slow(await_series: str) -> str:
-    """Await far above the device's own normal, at any queue depth and request size; while the device has
-    no normal yet (no history), the absolute floor stands in for it."""
+def slow(await_series: str, baseline: str = n.DISK_AWAIT_BASELINE_SECONDS) -> str:
+    """Await far above its own normal (``baseline``: the device's, or the direction's), at any queue depth and
+    request size; while there is no normal yet (no history), the absolute floor stands in for it."""
     # (a comparison on (...) keeps only the matched labels: the series itself carries the result)
-    return (f"({await_series} and {ON} (\n  {await_series} >= {ON} %(throttle_await_baseline_factor)s * fioscope:disk_await_baseline_seconds\n"
-            f"  or ({await_series} >= %(throttle_await_min_seconds)s unless {ON} fioscope:disk_await_baseline_seconds)\n))")
+    return (f"({await_series} and {ON} (\n  {await_series} >= {ON} %(throttle_await_baseline_factor)s * {baseline}\n"
+            f"  or ({await_series} >= %(throttle_await_min_seconds)s unless {ON} {baseline})\n))")
 
 
 # The awaits the envelopes test, recorded once per direction: saturated (util per scrape, at least one request
 # waiting on average) and slow. No absolute floor: a cap at queue depth 32 waits 8 ms where the normal is 0.4 ms.
 SLOW_SATURATED = n.DISK_SLOW_SATURATED_AWAIT_SECONDS
-AWAITS = [("read", n.DISK_READ_AWAIT_SECONDS), ("write", n.DISK_WRITE_AWAIT_SECONDS), ("all", n.DISK_AWAIT_SECONDS)]
+# (ddir, its await, the normal it is judged against: a direction's own, all directions' for the mean)
+AWAITS = [("read", n.DISK_READ_AWAIT_SECONDS, n.DISK_READ_AWAIT_BASELINE_SECONDS),
+          ("write", n.DISK_WRITE_AWAIT_SECONDS, n.DISK_WRITE_AWAIT_BASELINE_SECONDS),
+          ("all", n.DISK_AWAIT_SECONDS, n.DISK_AWAIT_BASELINE_SECONDS)]
 SLOW_AWAITS = [
-    Record(SLOW_SATURATED, f"{slow(series)}\n"
+    Record(SLOW_SATURATED, f"{slow(series, baseline)}\n"
                            f"and {ON} (fioscope:disk_util_ratio:irate >= %(throttle_util_min_ratio)s or fioscope:disk_util_ratio >= %(throttle_util_min_ratio)s)\n"
                            f"and {ON} fioscope:disk_queue_size >= %(throttle_queue_min)s", labels=(("ddir", ddir),))
-    for ddir, series in AWAITS
+    for ddir, series, baseline in AWAITS
 ]
 
 # The envelope. A device at the boundary of what its caps allow is throttled whichever cap binds: per scrape it

@@ -16,7 +16,7 @@ from helpers.net import free_port, wait_for
 
 
 class PromClient:
-    """Prometheus' HTTP API at ``base``: instant queries, targets, rule groups."""
+    """Prometheus' HTTP API at ``base``: instant and range queries, targets, rule groups."""
 
     def __init__(self, base: str):
         self.base = base
@@ -33,6 +33,11 @@ class PromClient:
         if at is not None:
             params["time"] = f"{at:.3f}"
         return self._get("/api/v1/query", params)["result"]
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict]:
+        """What a Grafana time-series panel asks: the series over [start, end], one point a step."""
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        return self._get("/api/v1/query_range", params)["result"]
 
     def value(self, expr: str, at: float | None = None) -> float | None:
         """The first result's value, or None when the query returns nothing."""
