@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import fioscope
 from helpers.iostat import agree, print_table, sample_agreement
-from helpers.lab import THROTTLE, lab_stack, require_root_lab
+from helpers.lab import CAP_SCRAPE_INTERVAL, THROTTLE, lab_stack, require_root_lab
 from helpers.net import free_port, wait_for
 from helpers.paths import REPO
 from helpers.prometheus import PromClient
@@ -73,7 +73,7 @@ def test_capped_disk_fires_throttling_alert(tmp_path, overload):
     env = {"READ_IOPS": str(700 * overload), "WRITE_IOPS": str(300 * overload), "RUNTIME": "150", "SIZE": "512m"}
     disks = {"capped": {"kind": "throttled", "limits": {"read_iops": 700, "write_iops": 300, "independent": True}}}
     schedule = [{"job": "cloud-sla-70-30", "target": "capped", "start_delay": "3s", "env": env}]
-    with lab_stack(tmp_path, disks, schedule) as (made, stack, webhook, prom):
+    with lab_stack(tmp_path, disks, schedule, scrape_interval=CAP_SCRAPE_INTERVAL) as (made, stack, webhook, prom):
         device = made["capped"].device_name
         start = wait_for(lambda: prom.value('fio_run_start_timestamp_seconds{jobname="cloud-sla-70-30"} and on (jobname) fio_run_running == 1'),
                          30, what="the load to start")
@@ -89,7 +89,8 @@ def test_capped_disk_fires_throttling_alert(tmp_path, overload):
 def test_healthy_saturated_disk_does_not_fire(tmp_path):
     # 8 jobs x 128m fits the 2G lab disk
     schedule = [{"job": "rand-read-iops", "target": "fast", "start_delay": "2s", "env": {"RUNTIME": "90", "SIZE": "128m"}}]
-    with lab_stack(tmp_path, {"fast": {"kind": "healthy"}}, schedule) as (made, stack, webhook, prom):
+    # the capped test's interval: a control is judged where the cap is seen
+    with lab_stack(tmp_path, {"fast": {"kind": "healthy"}}, schedule, scrape_interval=CAP_SCRAPE_INTERVAL) as (made, stack, webhook, prom):
         device = made["fast"].device_name
         wait_for(lambda: prom.value('fio_run_running{jobname="rand-read-iops"}') == 1, 30, what="load start")
         peak = {"util": 0.0, "iops": 0.0, "await": 0.0, "queue": 0.0}
@@ -223,7 +224,7 @@ def test_every_dashboard_query_returns_data_during_a_run(tmp_path):
         {"job": "cloud-sla-70-30", "target": "capped", "start_delay": "4s",
          "env": {"RUNTIME": "150", "SIZE": "256m", "READ_IOPS": "2100", "WRITE_IOPS": "900"}},
     ]
-    with lab_stack(tmp_path, disks, schedule) as (made, stack, webhook, prom):
+    with lab_stack(tmp_path, disks, schedule, scrape_interval=CAP_SCRAPE_INTERVAL) as (made, stack, webhook, prom):
         device = made["capped"].device_name
         wait_for(lambda: prom.value('fio_runs_total{jobname="etcd-wal"}') == 1 and prom.value('fio_run_running{jobname="cloud-sla-70-30"}') == 1,
                  240, interval=1, what="sweep, light run and etcd-wal done; overload running")

@@ -6,7 +6,7 @@ import subprocess
 import time
 
 import pytest
-from helpers.lab import lab_stack, require_root_lab
+from helpers.lab import CAP_SCRAPE_INTERVAL, lab_stack, require_root_lab
 from helpers.net import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -20,7 +20,7 @@ def test_prometheus_restarted_during_a_run(tmp_path):
     # the load starts once the stack is up: with its 512 MiB layout running beside it, Prometheus took 21 s to open
     # an empty TSDB in CI (and a 30 s wait for the run once timed out)
     schedule = [{"job": "cloud-sla-70-30", "target": "robust-prom", "start_delay": "15s", "env": env}]
-    with lab_stack(tmp_path, disks, schedule) as (made, stack, webhook, prom):
+    with lab_stack(tmp_path, disks, schedule, scrape_interval=CAP_SCRAPE_INTERVAL) as (made, stack, webhook, prom):
         device = made["robust-prom"].device_name
         running = 'fio_run_running{jobname="cloud-sla-70-30",target="robust-prom"} == 1'
         try:
