@@ -9,15 +9,19 @@ from fioscope_mixin.rule import ON, Alert, fmt, params
 from fioscope_mixin.settings import duration
 
 
+def device_series(metric: str) -> str:
+    """``metric`` of the alert's device, its instance and device left as '%%s' for the template's printf."""
+    return metric + "{%(clusterMatcher)sinstance='%%s',device='%%s'}"
+
+
 def device_query(series: str) -> str:
-    """Opens ``{{ with <series of the alert's device> | query }}``: ``series`` holds the instance and device as '%%s'."""
+    """Opens ``{{ with <series of the alert's device> | query }}`` (``series`` from device_series)."""
     return "{{ with printf \"" + series + "\" %(clusterArg)s$labels.instance $labels.device | query }}"
 
 
 def disk_value(metric: str, humanize: str = "humanize", around: str = "%s") -> str:
     """A value of another series of the alert's device, inside an annotation template (``around``: a function of it)."""
-    series = around % (metric + "{%(clusterMatcher)sinstance='%%s',device='%%s'}")
-    return device_query(series) + "{{ . | first | value | " + humanize + " }}{{ else }}unknown{{ end }}"
+    return device_query(around % device_series(metric)) + "{{ . | first | value | " + humanize + " }}{{ else }}unknown{{ end }}"
 
 
 # where a disk alert was measured: the host (both scrape jobs' shared identity), else the scrape address
@@ -48,9 +52,9 @@ def direction_awaits() -> str:
     text = ""
     for column, await_metric, normal in (("r_await", n.DISK_READ_AWAIT_SECONDS, n.DISK_READ_AWAIT_BASELINE_SECONDS),
                                          ("w_await", n.DISK_WRITE_AWAIT_SECONDS, n.DISK_WRITE_AWAIT_BASELINE_SECONDS)):
-        text += (device_query(f"{await_metric}{{%(clusterMatcher)sinstance='%%s',device='%%s'}} > 0") + "; " + column
+        text += (device_query(device_series(await_metric) + " > 0") + "; " + column
                  + " {{ . | first | value | humanizeDuration }}"
-                 + device_query(f"{normal}{{%(clusterMatcher)sinstance='%%s',device='%%s'}}")
+                 + device_query(device_series(normal))
                  + " against a normal of {{ . | first | value | humanizeDuration }}{{ else }}, no normal known yet{{ end }}{{ end }}")
     return text
 
