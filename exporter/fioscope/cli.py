@@ -15,7 +15,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from .config import DEFAULT_LISTEN, Config, ConfigError, Target, check_target, load_config, parse_duration, parse_limits
+from .config import DEFAULT_LISTEN, Config, ConfigError, Target, check_job_env, check_target, load_config, parse_duration, parse_limits
 from .jobs import check_safe, load_job, resolve_job
 
 log = logging.getLogger("fioscope")
@@ -203,7 +203,7 @@ def cmd_run(args) -> int:
                           f"(at most {MAX_SWEEP_POINTS} sweep points with {len(depths)} depths)")
     runner = Runner(config, Store(config))
     signal.signal(signal.SIGTERM, lambda s, f: runner.stop())
-    env = _key_values(args.env, "--env")
+    env = check_job_env(_key_values(args.env, "--env"), "--env", ConfigError)
     with tempfile.TemporaryDirectory(prefix="fioscope-sweep-") as sweep_dir:
         job = args.job
         if depths:
@@ -241,7 +241,8 @@ def cmd_check(args) -> int:
 
     def judge(job: str, target: Target, env: dict[str, str]) -> None:
         try:
-            check_safe(load_job(resolve_job(job, config.jobs_dir), {**env, "TARGET_DIR": str(target.directory)}), target, config.fio_binary)
+            # fio --showcmd of fioscope's own PATH, never the config's fio_binary: checking a config runs nothing it names
+            check_safe(load_job(resolve_job(job, config.jobs_dir), {**env, "TARGET_DIR": str(target.directory)}), target)
         except ConfigError as exc:
             problems.append(str(exc))
 

@@ -225,6 +225,43 @@ def _reject_unknown(data: dict, allowed: set[str], where: str) -> None:
         raise ConfigValueError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
 
 
+# keys a job's environment may not set (schedule env, ``fioscope run --env``, a capture plan's env):
+# they choose the program that runs (PATH: fio itself is run by its absolute path) or the code it
+# loads (the dynamic loader's LD_*, glibc's list of variables it ignores for setuid programs,
+# shells' and interpreters' start-up hooks). HOME, TMPDIR, TZ stay allowed: they pick data, not code.
+REFUSED_ENV = frozenset({
+    "PATH", "IFS", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "PS4", "CDPATH",
+    "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "NIS_PATH", "NLSPATH",
+    "RESOLV_HOST_CONF", "RES_OPTIONS", "MALLOC_TRACE",
+})
+REFUSED_ENV_PREFIXES = ("LD_", "PYTHON", "PERL5", "PERLLIB", "RUBY", "NODE_", "BASH_FUNC_")
+
+
+def check_job_env(env, where: str, error: type[Exception] = ConfigValueError) -> dict[str, str]:
+    """A job's environment as ``{name: text}``; ``error`` naming ``where`` and the key for a refused or malformed one.
+
+    The one check of every job environment: a job's variables substitute ``${VAR}`` in its file,
+    they never pick the program that runs or what it loads.
+    """
+    if env is None:
+        return {}
+    if not isinstance(env, dict):
+        raise error(f"{where}: expected a mapping, got {type(env).__name__}")
+    out: dict[str, str] = {}
+    for key, value in env.items():
+        name = str(key)
+        if not _VAR_NAME.fullmatch(name):
+            raise error(f"{where}: {name!a}: not a variable name (letters, digits, _)")
+        upper = name.upper()
+        if upper in REFUSED_ENV or upper.startswith(REFUSED_ENV_PREFIXES):
+            raise error(f"{where}: {name}: refused: it would choose the program fio is or the code it loads "
+                        "(fio runs from fioscope's own PATH)")
+        if isinstance(value, (dict, list)) or "\x00" in str(value):
+            raise error(f"{where}.{name}: expected a text value")
+        out[name] = str(value)
+    return out
+
+
 def parse_limits(data, where: str) -> Limits:
     data = dict(mapping(data, where))
     _reject_unknown(data, set(Limits.__dataclass_fields__), where)
@@ -360,6 +397,6 @@ def _parse_config(path: Path) -> Config:
             idle_seconds=parse_duration(s.get("idle", 60), f"{where}.idle"),
             start_delay_seconds=parse_duration(s.get("start_delay", 0), f"{where}.start_delay"),
             every_seconds=parse_duration(s.get("every", 0), f"{where}.every"),
-            env={str(k): str(v) for k, v in mapping(s.get("env"), f"{where}.env").items()},
+            env=check_job_env(s.get("env"), f"{where}.env"),
         ))
     return replace(cfg, schedule=tuple(schedule))

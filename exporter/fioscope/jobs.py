@@ -16,14 +16,16 @@ that reach devices or the network ...) is refused unless the target is destructi
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import shutil
 import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import ConfigError, Target, UnknownJobError
+from .config import ConfigError, Target, UnknownJobError, check_job_env
 
 _DEFAULT = re.compile(r"^[;#]\s*default:\s*([A-Z_][A-Z0-9_]*)=(.*?)\s*$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -100,8 +102,18 @@ def resolve_job(job: str, jobs_dir: Path) -> Path:
 
 
 def fio_environment(defaults: dict[str, str], env: dict[str, str]) -> dict[str, str]:
-    """The environment fio gets (and substitutes ``${VAR}`` from)."""
-    return {**os.environ, **defaults, **env}
+    """The environment fio gets (and substitutes ``${VAR}`` from): fioscope's own, then the job's checked variables."""
+    return {**os.environ, **defaults, **check_job_env(env, "job environment", JobFileError)}
+
+
+@functools.lru_cache(maxsize=16)
+def fio_executable(name: str = "fio") -> str:
+    """fio's absolute path, looked up once on fioscope's own PATH (never a job's: with ``env=``,
+    subprocess would search the child's PATH, so a job's ``PATH`` would pick the program)."""
+    found = os.path.abspath(name) if "/" in name else shutil.which(name, path=os.environ.get("PATH", os.defpath))
+    if not found or not os.access(found, os.X_OK) or os.path.isdir(found):
+        raise JobFileError(f"{name}: no such program on fioscope's PATH ({os.environ.get('PATH', os.defpath)})")
+    return found
 
 
 def load_job(path: Path, env: dict[str, str]) -> JobFile:
@@ -115,6 +127,7 @@ def load_job(path: Path, env: dict[str, str]) -> JobFile:
         m = _DEFAULT.match(line.strip())
         if m:
             job.defaults[m.group(1)] = m.group(2)
+    check_job_env(job.defaults, f"{path}: default", JobFileError)
     job.environment = fio_environment(job.defaults, env)
     values = job.environment
     current: Section | None = None
@@ -181,7 +194,7 @@ def showcmd(job: JobFile, fio_binary: str = "fio", cwd: Path | None = None) -> l
     A file fio rejects is not run by fio at all, so it needs no path check beyond the file's own.
     """
     try:
-        proc = subprocess.run([fio_binary, "--showcmd", str(job.path)], env=job.environment, capture_output=True, text=True,
+        proc = subprocess.run([fio_executable(fio_binary), "--showcmd", str(job.path)], env=job.environment, capture_output=True, text=True,
                               timeout=30, check=False, cwd=cwd if cwd and cwd.is_dir() else None)
     except (OSError, subprocess.SubprocessError) as exc:
         raise JobFileError(f"{job.path}: cannot run {fio_binary} --showcmd: {getattr(exc, 'strerror', None) or exc}") from None

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .blockdev import device_for_path
-from .config import Config, ScheduleEntry, Target
-from .jobs import JobFile, check_safe, load_job, resolve_job
+from .config import Config, ConfigError, ScheduleEntry, Target
+from .jobs import JobFile, check_safe, fio_executable, load_job, resolve_job
 from .model import RunResult
 from .parser import DocumentStream
 from .resultfile import Annotation, FailureRecord, finish_running, write_failure, write_result, write_running
@@ -87,9 +87,13 @@ class Runner:
                  on_report: Callable[[RunResult], None] | None = None) -> RunOutcome:
         outcome = RunOutcome(profile=jobfile.path.stem, jobnames=jobfile.jobnames, ok=False, annotation=annotation)
         interval = max(1, round(self.config.status_interval_seconds))
-        cmd = [self.config.fio_binary, str(jobfile.path), "--output-format=json+", f"--status-interval={interval}"]
         if not target.directory.is_dir():
             outcome.message = f"target directory {target.directory} does not exist"
+            return outcome
+        try:  # by its absolute path: the job's environment never picks the program
+            cmd = [fio_executable(self.config.fio_binary), str(jobfile.path), "--output-format=json+", f"--status-interval={interval}"]
+        except ConfigError as exc:
+            outcome.message = f"cannot start fio: {exc}"
             return outcome
         # a lab target's throttle applies to processes inside its cgroup: fio joins it before exec
         join = (lambda: Path(target.cgroup, "cgroup.procs").write_text(str(os.getpid()))) if target.cgroup else None

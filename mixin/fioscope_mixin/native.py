@@ -39,7 +39,7 @@ def binary(*names: str) -> str:
 
 def node_exporter_flags() -> list[str]:
     """compose.yaml's node-exporter flags, less what only makes sense in a container."""
-    compose = load_yaml(REPO / "compose.yaml")
+    compose = load_yaml(REPO / "compose.yaml", aliases=True)
     flags = compose["services"]["node-exporter"]["command"]
     # compose escapes $ as $$
     return [f.replace("$$", "$") for f in flags if not f.startswith(("--path.rootfs", "--web.listen-address"))]

@@ -33,6 +33,7 @@ from typing import TextIO
 from fioscope_mixin.units import UnitError, format_duration, parse_duration
 from fioscope_mixin.yamlfile import YamlError, load_yaml
 
+from ..config import check_job_env
 from . import ReportError
 from .timeline import DiskCounters, iostat_columns
 
@@ -95,11 +96,8 @@ def load_plan(path: str) -> list[Phase]:
         if "idle" in item:
             plan.append(Phase("idle", _seconds(item["idle"], f"{where}.idle")))
         elif isinstance(item.get("job"), str) and item["job"]:
-            env = item.get("env") or {}
-            if not isinstance(env, dict):
-                raise CaptureError(f"{where}.env: expected a mapping")
-            plan.append(Phase("load", _seconds(item.get("duration", DEFAULT_LOAD), f"{where}.duration"), item["job"],
-                              {str(k): str(v) for k, v in env.items()}))
+            env = check_job_env(item.get("env"), f"{where}.env", CaptureError)
+            plan.append(Phase("load", _seconds(item.get("duration", DEFAULT_LOAD), f"{where}.duration"), item["job"], env))
         else:
             raise CaptureError(f"{where}: expected 'idle: DURATION' or 'job: PROFILE'")
     return plan
@@ -254,7 +252,7 @@ def run_capture(args) -> int:
     if output.exists() and any(output.iterdir()):
         raise CaptureError(f"--output {output}: not empty (a bundle goes into a new or empty directory)")
     try:
-        extra_env = _key_values(args.env, "--env")
+        extra_env = check_job_env(_key_values(args.env, "--env"), "--env", CaptureError)
         target = check_target(Target(name="capture", directory=Path(args.target_dir)), "--target.dir")
         if not target.directory.is_dir():
             raise CaptureError(f"--target.dir {args.target_dir}: not a directory")
