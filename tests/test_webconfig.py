@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import http.client
+import os
 import shutil
 import ssl
 import subprocess
@@ -339,3 +340,101 @@ def test_authorised_scrapes_are_answered_during_a_wrong_password_flood(web_confi
         proc.wait(timeout=10)
     # the flood is refused (slowly, if it waits for the auth thread: a time-out on its side is fine), never let in
     assert 401 in flood_statuses and not [s for s in flood_statuses if s != 401 and "timed out" not in str(s)]
+
+
+# ---- issue 24, item 1: a reload is read and checked off the I/O thread, types checked, aliases refused ----------------
+COST_16 = "$2b$16$GWuiTdypodw5jbaVwVm2EOSRXfbVJg1v6MptTWjeQI6kHCWsIu9PS"  # bcrypt of "cost sixteen": ~7-14 s here
+
+
+def _serving_copy(web_config: Path, tmp_path: Path, settings: dict | None = None) -> tuple[Path, subprocess.Popen, int]:
+    path = tmp_path / "web.yml"
+    for name in ("server.crt", "server.key"):
+        shutil.copy(web_config.parent / name, tmp_path / name)
+    path.write_text(yaml.safe_dump(settings) if settings else web_config.read_text())
+    port = free_port()
+    return path, start(fioscope_serve(port, path, tmp_path), port, web_config, tmp_path), port
+
+
+def test_a_reloaded_web_config_of_wrong_types_never_stops_the_exporter(web_config, tmp_path):
+    from helpers import corpus
+
+    path, proc, port = _serving_copy(web_config, tmp_path)
+    hostile = corpus.hostile_typed_web_configs(yaml.safe_load(web_config.read_text()))
+    try:
+        url, context = f"https://127.0.0.1:{port}/metrics", tls_context(web_config)
+        for index, (name, text) in enumerate(hostile, 1):
+            path.write_text(text)
+            wait_for(lambda i=index: _health(url, context)["fioscope_web_config_reload_failures_total"] == i, 10, what=name)
+            assert proc.poll() is None, name
+            assert _health(url, context)["fioscope_web_config_last_reload_successful"] == 0, name
+            assert get(url, context)[0] == 401, name  # TLS and auth as before
+        path.write_text(web_config.read_text())
+        wait_for(lambda: _health(url, context)["fioscope_web_config_last_reload_successful"] == 1, 10, what="good reload")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    lines = [line for line in err.splitlines() if "keeping the previous web config" in line]
+    assert len(lines) == len(hostile) and all(str(path) in line for line in lines), err
+    assert "Traceback" not in err
+
+
+def test_healthy_answers_while_a_cost_16_user_is_being_loaded(web_config, tmp_path):
+    settings = yaml.safe_load(web_config.read_text())
+    path, proc, port = _serving_copy(web_config, tmp_path, settings)
+    try:
+        url, context = f"https://127.0.0.1:{port}/-/healthy", tls_context(web_config)
+        assert get(url, context, "prometheus", PASSWORD)[0] == 200  # verified once: answered from memory from now on
+        settings["basic_auth_users"]["slow"] = COST_16
+        path.write_text(yaml.safe_dump(settings))
+        worst, deadline = 0.0, time.monotonic() + 4
+        while time.monotonic() < deadline:
+            started = time.monotonic()
+            assert get(url, context, "prometheus", PASSWORD)[:2] == (200, "OK\n")
+            worst = max(worst, time.monotonic() - started)
+            time.sleep(0.05)
+        assert worst < 1.0, f"/-/healthy took {worst:.2f} s while the web config was reloaded"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+def test_a_web_config_rewritten_with_its_old_mtime_is_reloaded(web_config, tmp_path):
+    """cp -p / rsync -a keep the mtime: the size, inode or ctime still tell the change (here: same size, same inode)."""
+    settings = yaml.safe_load(web_config.read_text())
+    path, proc, port = _serving_copy(web_config, tmp_path, settings)
+    try:
+        url, context = f"https://127.0.0.1:{port}/metrics", tls_context(web_config)
+        assert get(url, context, "prometheus", PASSWORD)[0] == 200
+        before = path.stat()
+        settings["basic_auth_users"]["prometheus"] = bcrypt_hash("rotated secret")  # a bcrypt hash has one length
+        with path.open("r+") as f:  # in place, as cp -p writes
+            f.write(yaml.safe_dump(settings))
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert (path.stat().st_size, path.stat().st_mtime_ns, path.stat().st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+        wait_for(lambda: get(url, context, "prometheus", "rotated secret")[0] == 200, 10, what="the rotated password")
+        assert get(url, context, "prometheus", PASSWORD)[0] == 401  # the old password no longer works
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+def test_an_unknown_user_costs_as_much_as_a_wrong_password(web_config, tmp_path):
+    """The dummy hash an unknown user is checked against has the users' own cost: timing does not tell real users."""
+    settings = yaml.safe_load(web_config.read_text())
+    settings["basic_auth_users"] = {"prometheus": bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(12)).decode()}
+    path, proc, port = _serving_copy(web_config, tmp_path, settings)
+    try:
+        url, context = f"https://127.0.0.1:{port}/metrics", tls_context(web_config)
+
+        def seconds(user: str, password: str) -> float:
+            started = time.monotonic()
+            assert get(url, context, user, password)[0] == 401
+            return time.monotonic() - started
+
+        get(url, context, "warm-up", "x")
+        known = sorted(seconds("prometheus", f"wrong {i}") for i in range(3))[1]
+        unknown = sorted(seconds(f"nobody{i}", f"wrong {i}") for i in range(3))[1]
+        assert unknown > 0.6 * known, f"unknown user {unknown:.3f} s, wrong password {known:.3f} s"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)

@@ -10,7 +10,9 @@ connections cost a file descriptor each, never a thread, and scrapes keep answer
 Basic-auth logins not seen before cost a bcrypt (~0.1 s of CPU, on purpose): they are checked
 by ONE separate thread, at most ``AUTH_BACKLOG`` waiting (more are refused with 401 unchecked),
 so a flood of wrong passwords costs one core at most and never holds a render thread; known
-logins and recent failures are answered from the web config's memory.
+logins and recent failures are answered from the web config's memory. A changed web config is
+read, validated and bcrypt-checked by another thread (``fioscope-web-reload``), once a second;
+the selector thread only picks up the settings in force when a connection arrives.
 One request per connection (``Connection: close``); GET and HEAD only.
 """
 
@@ -49,6 +51,7 @@ WORKERS = 16
 AUTH_BACKLOG = 8
 TIMEOUT_SECONDS = 5.0
 WRITE_TIMEOUT_SECONDS = 30.0
+WEB_RELOAD_SECONDS = 1.0
 MAX_HEAD_BYTES = 16 * 1024
 ALLOWED_METHODS = ("GET", "HEAD")
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
@@ -131,7 +134,9 @@ class Server:
         self._wake_r.setblocking(False)
         self._stop = threading.Event()
         self._stopped = threading.Event()
-        self._web_checked = 0.0
+        self._reloader = threading.Thread(target=self._reload_web, name="fioscope-web-reload", daemon=True)
+        if web is not None:
+            self._reloader.start()
 
     # -- selector thread -------------------------------------------------------------------------
     def serve_forever(self) -> None:
@@ -168,14 +173,18 @@ class Server:
         self._wake_w.send(b"x")
         self._stopped.wait(10)
 
-    def _refresh_web(self) -> None:
-        now = time.monotonic()
-        if self.web is not None and now - self._web_checked >= 1.0:
-            self._web_checked = now
-            self.web = self.web.reloaded()
+    def _reload_web(self) -> None:
+        """The reload thread: a changed web config is read and checked here, never on the selector thread."""
+        while not self._stop.wait(WEB_RELOAD_SECONDS):
+            web = self.web
+            if web is None:
+                return
+            try:
+                self.web = web.reloaded()  # one reference swapped: a connection takes the old or the new settings whole
+            except Exception:  # reloaded() contains its own errors; this thread must outlive anything else
+                log.exception("%s: web config reload failed (keeping the previous web config)", web.path)
 
     def _accept(self) -> None:
-        self._refresh_web()
         for _ in range(256):
             try:
                 sock, address = self.listener.accept()

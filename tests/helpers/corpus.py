@@ -18,6 +18,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from helpers.paths import FIO_OUTPUTS
 
 SEED = 20261122
@@ -317,6 +319,33 @@ def hostile_web_configs(good: str) -> list[tuple[str, str]]:
         ("only-headers", "http_server_config:\n  headers: {X-Frame-Options: deny}\n"),
         ("broken-yaml", "basic_auth_users: [broken\n"),
         ("binary", "\x00\x01\x02\xff"),
+    ]
+
+
+def hostile_typed_web_configs(good: dict) -> list[tuple[str, str]]:
+    """(name, text) of web configs of the wrong types or hostile YAML (issue 24): each refused on reload.
+    ``good``: a working config (tls_server_config with cert_file/key_file, basic_auth_users)."""
+    def variant(path: tuple[str, ...], value) -> str:
+        data = copy.deepcopy(good)
+        node = data
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+        return yaml.safe_dump(data)
+
+    users = yaml.safe_dump({"basic_auth_users": good["basic_auth_users"]})
+    tls = {k: v for k, v in good["tls_server_config"].items() if k != "cert_file"}
+    laughs = "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else ', '.join(['lol'] * 9)}]\n" for i in range(6))
+    return [
+        ("cert-list", yaml.safe_dump({"tls_server_config": {**tls, "cert": [1]}}) + users),
+        ("key-mapping", variant(("tls_server_config", "key_file"), {"a": "b"})),
+        ("key-binary", variant(("tls_server_config", "key_file"), b"server.key")),
+        ("deep-nesting", users + "http_server_config: {headers: {X-Frame-Options: " + "[" * 5000 + "]" * 5000 + "}}\n"),
+        ("alias-bomb", users + laughs + "http_server_config: {headers: {X-Frame-Options: *l5}}\n"),
+        ("header-crlf", variant(("http_server_config", "headers", "X-Frame-Options"), "deny\r\nSet-Cookie: a=b")),
+        ("prefer-not-bool", variant(("tls_server_config", "prefer_server_cipher_suites"), "yes please")),
+        ("user-list", variant(("basic_auth_users", "prometheus"), ["$2y$10$x"])),
+        ("user-cost-31", variant(("basic_auth_users", "prometheus"), "$2b$31$" + "a" * 53)),
     ]
 
 
