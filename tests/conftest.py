@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+import os
+import uuid
+
 import pytest
+from helpers import leaks
 from helpers.binaries import require
 from helpers.processes import Exporter
+
+# every process the suite starts inherits it: what helpers.leaks finds a left-behind process by
+SESSION_TOKEN = os.environ.setdefault(leaks.TOKEN_VAR, uuid.uuid4().hex)
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: end-to-end suite on lab disks (root, slow); run with -m e2e")
     config.addinivalue_line("markers", "slow: real-component tests of 10 s or more (Prometheus backfills, Chromium, captures); "
                                        "not in the default run, run with -m slow (.ci/run does)")
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind():
+    """A test that leaves fio, Prometheus, node_exporter or fioscope running fails (and they are killed)."""
+    before = leaks.tracked(SESSION_TOKEN)
+    yield
+    left = leaks.left_behind(SESSION_TOKEN, before)
+    if left:
+        leaks.kill(left)
+        pytest.fail("left running after the test (killed now): " + "; ".join(f"{pid} {cmd}" for pid, cmd in sorted(left.items())))
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .config import ConfigError, Limits, parse_limits
+from .lifetime import reap
 
 log = logging.getLogger("fioscope.resultfile")
 
@@ -250,6 +251,21 @@ def write_running(results_dir: Path, jobnames: list[str], annotation: Annotation
     return _write_atomically(results_dir / f"{stem}{RUNNING_SUFFIX}", body)
 
 
+def run_tag(marker: Path) -> str:
+    """What every process of the marker's run carries in its environment (lifetime.RUN_TAG): the marker's stem."""
+    return marker.name[: -len(RUNNING_SUFFIX)]
+
+
+def note_fio_pid(marker: Path, pid: int) -> None:
+    """Record the fio process of the run in its marker (the writer's pid stays the one recovery judges)."""
+    try:
+        data = json.loads(read_bytes(marker))
+        data[RUNNING_KEY]["fio_pid"] = pid
+        _write_atomically(marker, data)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("%s: cannot record fio's pid: %s", ascii(str(marker)), exc)
+
+
 def finish_running(marker: Path) -> None:
     try:
         marker.unlink()
@@ -284,6 +300,7 @@ def recover_interrupted(results_dir: Path) -> list[Path]:
             data = check_mapping(json.loads(read_bytes(marker)).get(RUNNING_KEY), RUNNING_KEY)
             if _writer_alive(data):
                 continue
+            reap(run_tag(marker))  # fio and its job processes, if they outlived their fioscope
             started = FailureRecord.from_json(data)
             stopped = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started.timestamp))
             record = replace(started, timestamp=time.time(),

@@ -19,9 +19,10 @@ from pathlib import Path
 from .blockdev import device_for_path
 from .config import Config, ConfigError, ScheduleEntry, Target
 from .jobs import JobFile, check_safe, fio_executable, load_job, resolve_job
+from .lifetime import RUN_TAG, child_setup
 from .model import RunResult
 from .parser import DocumentStream
-from .resultfile import Annotation, FailureRecord, finish_running, write_failure, write_result, write_running
+from .resultfile import Annotation, FailureRecord, finish_running, note_fio_pid, run_tag, write_failure, write_result, write_running
 from .store import Store
 
 log = logging.getLogger("fioscope.runner")
@@ -68,7 +69,7 @@ class Runner:
             marker = write_running(self.config.results_dir, jobfile.jobnames, annotation)
             self.store.start_run(jobfile.jobnames, target.name, annotation.device)
             try:
-                outcome = self._run_fio(jobfile, target, env, annotation, on_report)
+                outcome = self._run_fio(jobfile, target, env, annotation, on_report, marker)
             finally:
                 self.store.finish_run(jobfile.jobnames, target.name)
             try:
@@ -84,7 +85,7 @@ class Runner:
             process.terminate()
 
     def _run_fio(self, jobfile: JobFile, target: Target, env: dict[str, str], annotation: Annotation,
-                 on_report: Callable[[RunResult], None] | None = None) -> RunOutcome:
+                 on_report: Callable[[RunResult], None] | None = None, marker: Path | None = None) -> RunOutcome:
         outcome = RunOutcome(profile=jobfile.path.stem, jobnames=jobfile.jobnames, ok=False, annotation=annotation)
         interval = max(1, round(self.config.status_interval_seconds))
         if not target.directory.is_dir():
@@ -97,15 +98,19 @@ class Runner:
             return outcome
         # a lab target's throttle applies to processes inside its cgroup: fio joins it before exec
         join = (lambda: Path(target.cgroup, "cgroup.procs").write_text(str(os.getpid()))) if target.cgroup else None
+        # fio never outlives fioscope: a death signal, and a tag its job processes inherit (lifetime.py)
+        environment = {**jobfile.environment, RUN_TAG: run_tag(marker)} if marker else jobfile.environment
         try:
             self._process = subprocess.Popen(
                 cmd, cwd=target.directory, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=jobfile.environment, text=True, bufsize=1, preexec_fn=join,
+                env=environment, text=True, bufsize=1, preexec_fn=child_setup(join),
             )
         except (OSError, subprocess.SubprocessError) as exc:
             outcome.message = f"cannot start {self.config.fio_binary}: {getattr(exc, 'strerror', None) or exc}"
             return outcome
         process = self._process
+        if marker is not None:
+            note_fio_pid(marker, process.pid)
         assert process.stdout is not None and process.stderr is not None  # both are pipes
         stderr_lines: list[str] = []
         reader = threading.Thread(target=lambda: stderr_lines.extend(process.stderr or ()), daemon=True)

@@ -307,8 +307,8 @@ def _tls_context(tls: dict, base: Path, where: str) -> ssl.SSLContext:
     _only(tls, {"cert", "key", "cert_file", "key_file", "client_ca", "client_ca_file", "client_auth_type", "min_version",
                 "max_version", "prefer_server_cipher_suites"}, where)
 
-    for key in ("cert", "key", "cert_file", "key_file", "client_ca", "client_ca_file", "client_auth_type", "min_version", "max_version"):
-        _text(tls, key, where)  # every one is text: cert: [1], key: {a: b}, a !!binary key are refused here
+    for option in ("cert", "key", "cert_file", "key_file", "client_ca", "client_ca_file", "client_auth_type", "min_version", "max_version"):
+        _text(tls, option, where)  # every one is text: cert: [1], key: {a: b}, a !!binary key are refused here
     prefer = _flag(tls, "prefer_server_cipher_suites", where, True)
 
     def source(inline: str, file_key: str) -> str | None:
