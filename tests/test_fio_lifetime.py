@@ -38,7 +38,8 @@ def _long_run(tmp_path, status_interval: str) -> tuple:
     target = tmp_path / "t"
     target.mkdir()
     results = tmp_path / "results"
-    base = f"results_dir: {results}\nscan_interval: 1s\nstatus_interval: {status_interval}\ntargets: [{{name: disk, directory: {target}}}]\n"
+    base = (f"results_dir: {results}\nscan_interval: 1s\nstatus_interval: {status_interval}\n"
+            f"targets: [{{name: disk, directory: {target}}}]\n")
     config = tmp_path / "fioscope.yaml"
     config.write_text(base + """schedule:
   - {job: cloud-sla-70-30, target: disk, env: {RUNTIME: "60", SIZE: 8m, IODEPTH: "4", READ_IOPS: "100", WRITE_IOPS: "50"}}

@@ -113,8 +113,9 @@ def test_fio2_is_rejected_clearly(name):
 
 @pytest.mark.parametrize("version", ["fio-2.21", *V3])
 def test_fio_error_text_is_rejected(version):
-    with pytest.raises(ParseError, match="no fio JSON document found .*is not a directory"):
+    with pytest.raises(ParseError, match=r"no fio JSON document found \(\d+ non-empty lines? of other text\)") as caught:
         parse_file(FIO_OUTPUTS / version / "missingdir.txt")
+    assert "directory" not in str(caught.value)  # the content is never quoted (issue 24: secrets reached the log)
 
 
 def test_truncated_file():

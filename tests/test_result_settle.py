@@ -98,7 +98,8 @@ def test_serve_publishes_a_12s_status_interval_file_once(tmp_path, exporter_fact
         time.sleep(3)
         m = exp.metrics()
         assert sample(m, "fio_runs_total", jobname="direct") == 1
-        assert sample(m, "fio_latency_seconds_count", jobname="direct", ddir="read", stage="clat") == _final_ios(exp.results / "direct.json")
+        count = sample(m, "fio_latency_seconds_count", jobname="direct", ddir="read", stage="clat")
+        assert count == _final_ios(exp.results / "direct.json")
     finally:
         fio.kill()
         fio.wait()

@@ -15,7 +15,18 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from .config import DEFAULT_LISTEN, Config, ConfigError, Target, check_job_env, check_target, load_config, parse_duration, parse_limits
+from .config import (
+    DEFAULT_LISTEN,
+    Config,
+    ConfigError,
+    Target,
+    check_cgroup,
+    check_job_env,
+    check_target,
+    load_config,
+    parse_duration,
+    parse_limits,
+)
 from .jobs import check_safe, load_job, resolve_job
 
 log = logging.getLogger("fioscope")
@@ -96,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # a name from argv or the filesystem may hold undecodable bytes (lone surrogates): printed escaped, never a traceback
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # matplotlib's first use on a machine logs its font cache at INFO: not fioscope's news (and a CLI error stays one line)
@@ -178,7 +193,8 @@ def _run_target(args, config: Config) -> Target:
         if key != "independent" and not (math.isfinite(value) and value <= MAX_LIMIT):
             raise ConfigError(f"--limit {key}: {value:g} is not a finite rate up to {MAX_LIMIT:g}")
     sla = parse_duration(args.sla_latency, "--sla.latency") if args.sla_latency else target.sla_latency_seconds
-    return replace(target, limits=limits, sla_latency_seconds=sla, cgroup=args.target_cgroup or target.cgroup)
+    cgroup = check_cgroup(args.target_cgroup, "--target.cgroup") if args.target_cgroup else target.cgroup
+    return replace(target, limits=limits, sla_latency_seconds=sla, cgroup=cgroup)
 
 
 def cmd_run(args) -> int:

@@ -307,6 +307,39 @@ def check_target(target: Target, where: str) -> Target:
     return target
 
 
+CGROUP_FILESYSTEMS = frozenset({"cgroup", "cgroup2"})
+
+
+def _filesystem_type(path: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -> str:
+    """The type of the filesystem ``path`` (resolved) lies on: the longest mount point above it in mountinfo."""
+    best, kind = -1, ""
+    try:
+        lines = mountinfo.read_text().splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) < 5 or not rest:
+            continue
+        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4]))  # mountinfo escapes space as \040
+        if (point == path or point in path.parents) and len(str(point)) > best:
+            best, kind = len(str(point)), rest.split()[0]
+    return kind
+
+
+def check_cgroup(directory: str, where: str) -> str:
+    """A real cgroup directory (``cgroup.procs`` in it, on a cgroup or cgroup2 filesystem), resolved; else an error
+    naming ``where``: fio joins it by writing its pid to cgroup.procs, which anywhere else is just a file written."""
+    path = Path(directory).resolve()
+    if not (path / "cgroup.procs").is_file():
+        raise ConfigValueError(f"{where} {directory}: not a cgroup directory (no cgroup.procs in it)")
+    kind = _filesystem_type(path)
+    if kind not in CGROUP_FILESYSTEMS:
+        raise ConfigValueError(f"{where} {directory}: not on a cgroup filesystem ({kind or 'unknown'}; see /proc/self/mountinfo)")
+    return str(path)
+
+
 def load_config(path: str | Path | None, results_dir: str | None = None) -> Config:
     """Read and validate a config file; ``None`` gives the defaults (serve what is in results_dir)."""
     if path is None:

@@ -94,7 +94,9 @@ class Ingest:
         self.resolver = Resolver(config)
         self.parse_errors = 0
         self.last_scan_timestamp = 0.0
-        self._seen: dict[str, tuple[int, int, int]] = {}  # path -> (inode, mtime_ns, size) already handled
+        # path -> (inode, mtime_ns, size, mode) already handled: a file refused as unreadable (mode 000) is tried
+        # again after a chmod, which changes neither its mtime nor its size
+        self._seen: dict[str, tuple[int, int, int, int]] = {}
         self._counted: set[bytes] = set()  # sha256 of every content counted
         self.published: set[str] = set()  # paths whose result is published
         self._dir_missing = False
@@ -141,7 +143,7 @@ class Ingest:
             st = os.lstat(path)
         except OSError:
             return False  # gone since the listing
-        signature = (st.st_ino, st.st_mtime_ns, st.st_size)
+        signature = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode)
         key = str(path)
         if self._seen.get(key) == signature:
             return key in self.published
@@ -195,7 +197,7 @@ class Ingest:
             return not writing
         return quiet >= quiet_needed(runs)
 
-    def _reject(self, path: Path, signature: tuple[int, int, int] | None, exc: BaseException) -> None:
+    def _reject(self, path: Path, signature: tuple[int, int, int, int] | None, exc: BaseException) -> None:
         if signature is not None:
             self._seen[str(path)] = signature  # count a bad file once, not on every scan
         reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__

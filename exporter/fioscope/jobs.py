@@ -195,6 +195,7 @@ def showcmd(job: JobFile, fio_binary: str = "fio", cwd: Path | None = None) -> l
     """
     try:
         proc = subprocess.run([fio_executable(fio_binary), "--showcmd", str(job.path)], env=job.environment, capture_output=True, text=True,
+                              errors="surrogateescape",
                               timeout=30, check=False, cwd=cwd if cwd and cwd.is_dir() else None)
     except (OSError, subprocess.SubprocessError) as exc:
         raise JobFileError(f"{job.path}: cannot run {fio_binary} --showcmd: {getattr(exc, 'strerror', None) or exc}") from None

@@ -60,9 +60,9 @@ def parse_text(text: str, source: str = "", max_jobs: int = MAX_JOBS) -> list[Ru
     """All fio reports in ``text``, oldest first. Raises ParseError if there is none, or one has more than ``max_jobs`` jobs."""
     runs = [parse_document(doc, source, max_jobs) for doc in split_documents(text)]
     if not runs:
-        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-        if first:
-            raise ParseError(f"no fio JSON document found (starts with: {first[:120]!r})")
+        lines = sum(1 for ln in text.splitlines() if ln.strip())
+        if lines:  # the content is never quoted: a *.json that is not fio's may hold anything (secrets reach the log)
+            raise ParseError(f"no fio JSON document found ({lines} non-empty line{'s' * (lines != 1)} of other text)")
         raise ParseError("empty file")
     return runs
 

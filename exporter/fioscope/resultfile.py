@@ -64,6 +64,12 @@ def check_text(value, where: str, limit: int = MAX_TEXT_CHARS) -> str:
     return value
 
 
+def printable(text: str) -> str:
+    """``text`` with lone surrogates (undecodable bytes of a file name) and control characters escaped
+    (``\\xff``): safe for a label, a log line, JSON and a terminal."""
+    return text if not _UNPRINTABLE.search(text) else _UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1].replace("\\udc", "\\x"), text)
+
+
 def check_label(value, where: str) -> str:
     return check_text(value, where, MAX_LABEL_CHARS)
 

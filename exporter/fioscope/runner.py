@@ -22,7 +22,17 @@ from .jobs import JobFile, check_safe, fio_executable, load_job, resolve_job
 from .lifetime import RUN_TAG, child_setup
 from .model import RunResult
 from .parser import DocumentStream
-from .resultfile import Annotation, FailureRecord, finish_running, note_fio_pid, run_tag, write_failure, write_result, write_running
+from .resultfile import (
+    Annotation,
+    FailureRecord,
+    finish_running,
+    note_fio_pid,
+    printable,
+    run_tag,
+    write_failure,
+    write_result,
+    write_running,
+)
 from .store import Store
 
 log = logging.getLogger("fioscope.runner")
@@ -60,7 +70,7 @@ class Runner:
         env = {**(env or {}), "TARGET_DIR": str(target.directory)}
         jobfile = self.prepare(job, target, env)
         annotation = Annotation(
-            target=target.name, device=device_for_path(target.directory), directory=str(target.directory),
+            target=target.name, device=device_for_path(target.directory), directory=printable(str(target.directory)),
             profile=jobfile.path.stem, limits=target.limits if target.limits.declared() else None,
             sla_latency_seconds=target.sla_latency_seconds,
         )
@@ -103,7 +113,7 @@ class Runner:
         try:
             self._process = subprocess.Popen(
                 cmd, cwd=target.directory, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=environment, text=True, bufsize=1, preexec_fn=child_setup(join),
+                env=environment, text=True, errors="surrogateescape", bufsize=1, preexec_fn=child_setup(join),
             )
         except (OSError, subprocess.SubprocessError) as exc:
             outcome.message = f"cannot start {self.config.fio_binary}: {getattr(exc, 'strerror', None) or exc}"

@@ -33,7 +33,7 @@ from typing import TextIO
 from fioscope_mixin.units import UnitError, format_duration, parse_duration
 from fioscope_mixin.yamlfile import YamlError, load_yaml
 
-from ..config import check_job_env
+from ..config import check_cgroup, check_job_env
 from . import ReportError
 from .timeline import DiskCounters, iostat_columns
 
@@ -256,7 +256,7 @@ def run_capture(args) -> int:
         target = check_target(Target(name="capture", directory=Path(args.target_dir)), "--target.dir")
         if not target.directory.is_dir():
             raise CaptureError(f"--target.dir {args.target_dir}: not a directory")
-        target = replace(target, cgroup=args.target_cgroup or target.cgroup)
+        target = replace(target, cgroup=check_cgroup(args.target_cgroup, "--target.cgroup") if args.target_cgroup else target.cgroup)
         results = output / "results"
         config = load_config(None, str(results))
         runner = Runner(config, Store(config))
