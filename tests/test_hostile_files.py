@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,26 @@ def test_an_undecodable_target_directory_name_is_no_traceback(tmp_path):
                           env={**checkout_env(), "PYTHONIOENCODING": "utf-8:strict"})
     out = (done.stdout + done.stderr).decode("utf-8", "replace")
     assert "Traceback" not in out and "UnicodeDecodeError" not in out and "UnicodeEncodeError" not in out, out
+
+
+LAUGHS = "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else ', '.join(['lol'] * 9)}]\n" for i in range(9))
+
+
+@pytest.mark.parametrize("name", ["alias-bomb", "deep-nesting", "fifo", "dev-zero"])
+def test_the_one_yaml_loader_refuses_hostile_config_files(tmp_path, name):
+    """Anchors/aliases, 5,000-deep nesting, a FIFO and /dev/zero as --config.file: one line, exit 2, at once."""
+    path = tmp_path / "fioscope.yaml"
+    if name == "alias-bomb":
+        path.write_text(LAUGHS + "results_dir: *l8\n")
+    elif name == "deep-nesting":
+        path.write_text("results_dir: " + "[" * 5000 + "]" * 5000 + "\n")
+    elif name == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    started = time.monotonic()
+    done = fioscope("check", "--config.file", path, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and "Traceback" not in done.stderr, done.stderr
+    assert time.monotonic() - started < 20
