@@ -1,10 +1,11 @@
 """fio never outlives the fioscope that started it (issue 24, item 7), against real fio and ``fioscope serve``.
 
 Why an orphan hung: fio's job processes start sessions of their own; when fio's main process is
-killed outright (the old test SIGKILLed it beside the exporter), a job process waits on fio's
-shared-memory semaphore for a parent that is gone, for ever. A lone exporter killed with SIGKILL
-let fio end because fio's main process lived on, hit the broken stdout pipe at its next status
-report and stopped its jobs itself: one status interval late.
+killed outright (the old test SIGKILLed it beside the exporter), a job process is orphaned: it runs on
+to its runtime's end and may then block for ever on a futex in fio's shared memory that the killed main
+process held (it takes the job's locks every status interval, here each second). A lone exporter killed
+with SIGKILL let fio end because fio's main process lived on, hit the broken stdout pipe at its next
+status report and stopped its jobs itself: one status interval late.
 """
 
 from __future__ import annotations

@@ -4,10 +4,12 @@
   dies (even by SIGKILL) fio is told at once and ends its job processes itself, as on Ctrl-C. Without
   it fio only noticed at its next status report (a broken stdout pipe), one status interval later.
 - ``RUN_TAG``: every fio a run starts carries ``FIOSCOPE_RUN=<marker stem>`` in its environment, which
-  fio's job processes inherit. They start sessions of their own, so no process group reaches them, and
-  a job process whose fio main process was killed outright waits on fio's shared-memory semaphore
-  (a futex) for ever. ``reap`` finds them by that tag in ``/proc/*/environ`` when the run's marker is
-  recovered (resultfile.recover_interrupted) and kills them.
+  fio's job processes inherit. They start sessions of their own, so no process group reaches them. A
+  job process whose fio main process is killed outright runs on to the end of its runtime, and may then
+  wait for ever on a futex in fio's shared memory (the main process takes the job's locks every status
+  interval to read its figures; killed holding one, nobody releases it): the 54-minute orphan of issue 24.
+  ``reap`` finds them by that tag in ``/proc/*/environ`` when the run's marker is recovered
+  (resultfile.recover_interrupted) and kills them.
 """
 
 from __future__ import annotations
