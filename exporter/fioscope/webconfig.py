@@ -47,6 +47,7 @@ from pathlib import Path
 import bcrypt
 
 from .config import ConfigError, mapping, read_yaml
+from .resultfile import printable
 
 log = logging.getLogger("fioscope.web")
 
@@ -126,7 +127,7 @@ class WebConfig:
                 raise WebConfigError(f"{self.path}: no basic_auth_users: a reload never turns basic auth off (restart fioscope for that)")
         except Exception as exc:  # noqa: BLE001 - ConfigError, or anything a hostile file provokes (RecursionError, MemoryError ...)
             reason = str(exc) if isinstance(exc, ConfigError) else f"{self.path}: cannot load: {type(exc).__name__}: {exc}"
-            log.error("%s (keeping the previous web config)", ascii(" ".join(line.strip() for line in reason.splitlines()))[1:-1][:500])
+            log.error("%s (keeping the previous web config)", printable(" ".join(line.strip() for line in reason.splitlines()))[:500])
             self.sources = sources  # logged once per change
             self.status.failures += 1
             self.status.last_successful = False
