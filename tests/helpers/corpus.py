@@ -339,6 +339,8 @@ def hostile_typed_web_configs(good: dict) -> list[tuple[str, str]]:
     return [
         ("cert-list", yaml.safe_dump({"tls_server_config": {**tls, "cert": [1]}}) + users),
         ("key-mapping", variant(("tls_server_config", "key_file"), {"a": "b"})),
+        ("key-inline-mapping", yaml.safe_dump({"tls_server_config": {"cert_file": good["tls_server_config"]["cert_file"], "key": {"a": "b"}}})
+         + users),
         ("key-binary", variant(("tls_server_config", "key_file"), b"server.key")),
         ("deep-nesting", users + "http_server_config: {headers: {X-Frame-Options: " + "[" * 5000 + "]" * 5000 + "}}\n"),
         ("alias-bomb", users + laughs + "http_server_config: {headers: {X-Frame-Options: *l5}}\n"),
