@@ -221,11 +221,14 @@ def test_cluster_label_keeps_clusters_apart(tmp_path):
 
 
 def test_the_one_yaml_loader_takes_merge_keys_and_refuses_duplicates():
-    """compose.yaml uses `<<: *anchor`; a merged key overridden explicitly is not a duplicate, a key written twice is."""
+    """compose.yaml uses `<<: *anchor` (read with aliases=True: the repository's own file); a merged key overridden
+    explicitly is not a duplicate, a key written twice is; any other file's anchors are refused (issue 24: alias bombs)."""
     import pytest
     from fioscope_mixin.yamlfile import YamlError, loads_yaml
 
-    assert loads_yaml("base: &b {a: 1, b: 2}\nx:\n  <<: *b\n  b: 3\n")["x"] == {"a": 1, "b": 3}
+    assert loads_yaml("base: &b {a: 1, b: 2}\nx:\n  <<: *b\n  b: 3\n", aliases=True)["x"] == {"a": 1, "b": 3}
+    with pytest.raises(YamlError, match="anchors and aliases"):
+        loads_yaml("base: &b {a: 1, b: 2}\nx:\n  <<: *b\n  b: 3\n", "t.yaml")
     with pytest.raises(YamlError, match="duplicate key 'b'"):
         loads_yaml("x:\n  b: 1\n  b: 2\n", "t.yaml")
 
