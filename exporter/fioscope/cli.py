@@ -323,8 +323,13 @@ def cmd_report(args) -> int:
     from .reporting import ReportError
     from .reporting.main import run_report
 
+    once = _interrupt_once()
+    previous = {s: signal.signal(s, once) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         path = run_report(args)
+    except KeyboardInterrupt:
+        print("fioscope report: interrupted; nothing written", file=sys.stderr)
+        return 130
     except ReportError as exc:
         print(f"fioscope report: {exc}", file=sys.stderr)
         return 2
@@ -332,8 +337,24 @@ def cmd_report(args) -> int:
         log.debug("report failed", exc_info=True)
         print(f"fioscope report: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     print(f"report: {path}")
     return 0
+
+
+def _interrupt_once():
+    """SIGINT or SIGTERM as KeyboardInterrupt, once: the way out (stopping the temporary Prometheus, removing its
+    directory) runs, and is not itself cut short by a second signal. SIGTERM's default would skip it."""
+    raised = []
+
+    def handler(signum, frame):
+        if not raised:
+            raised.append(signum)
+            raise KeyboardInterrupt
+
+    return handler
 
 
 def cmd_lab(args) -> int:

@@ -552,7 +552,8 @@ def backfill(source: Path, blocks: Path, what: str) -> None:
 
 def _run(cmd: list[str], what: str) -> None:
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+        # a session of its own: a Ctrl-C at the terminal is fioscope's to handle (capture finishes its report)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False, start_new_session=True)
     except FileNotFoundError:
         raise ReportError(f"offline diagnosis needs {cmd[0]} (Debian: apt-get install prometheus)") from None
     if proc.returncode != 0:
@@ -581,7 +582,8 @@ class TemporaryPrometheus:
         cmd = [shutil.which("prometheus") or "prometheus", f"--config.file={self.config}", f"--storage.tsdb.path={self.data}",
                f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y", "--log.level=error"]
         try:
-            self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            # a session of its own: a Ctrl-C at the terminal does not kill it under a report being finished; stop() does
+            self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
         except FileNotFoundError:
             raise ReportError("offline diagnosis needs prometheus (Debian: apt-get install prometheus)") from None
         deadline = time.monotonic() + 60
@@ -596,14 +598,18 @@ class TemporaryPrometheus:
         raise ReportError("temporary Prometheus did not become ready in 60 s")
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
+        process, self.process = self.process, None
+        if process and process.poll() is None:
+            process.terminate()
             try:
-                self.process.wait(timeout=30)
+                process.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
+                process.kill()
+                process.wait()
+            except BaseException:  # interrupted while waiting: never left running
+                process.kill()
+                process.wait()
+                raise
 
 
 def rule_levels(groups: list[dict]) -> list[list[dict]]:
