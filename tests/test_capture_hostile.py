@@ -292,6 +292,26 @@ def _prometheus_under(tmpdir: Path) -> list[int]:
     return processes_with(f"--storage.tsdb.path={tmpdir}")
 
 
+def interrupt_the_report(proc: subprocess.Popen, tmpdir: Path, send) -> tuple[str, list[int]]:
+    """Once the temporary Prometheus (under ``tmpdir``) runs, ``send()`` the signals; then (stderr, the Prometheus
+    processes left running: killed here, after they were counted)."""
+    try:
+        deadline = time.monotonic() + 60
+        while not _prometheus_under(tmpdir) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert _prometheus_under(tmpdir), "the temporary Prometheus never started"
+        send()
+        _, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    time.sleep(0.5)
+    left = _prometheus_under(tmpdir)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return stderr, left
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("signals", [1, 2])
 def test_ctrl_c_during_captures_report(tmp_path, target, signals):
@@ -304,23 +324,14 @@ def test_ctrl_c_during_captures_report(tmp_path, target, signals):
     plan = plan_file(tmp_path, "phases:\n  - idle: 2s\n")
     proc = _start(["capture", "--target.dir", target, "--output", out, "--plan", plan, "--interval", "500ms",
                    "--device", device_for_path(target)], tmpdir)
-    try:
-        seen = _wait_for_line(proc, "capture: writing the report")
-        deadline = time.monotonic() + 60
-        while not _prometheus_under(tmpdir) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _prometheus_under(tmpdir), "the temporary Prometheus never started"
+    seen = _wait_for_line(proc, "capture: writing the report")
+
+    def ctrl_c() -> None:
         for _ in range(signals):
             os.killpg(proc.pid, signal.SIGINT)
             time.sleep(0.3)
-        stdout, stderr = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    time.sleep(0.5)
-    left = _prometheus_under(tmpdir)
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+
+    stderr, left = interrupt_the_report(proc, tmpdir, ctrl_c)
     assert proc.returncode == 130, seen + stderr
     assert "Traceback" not in seen + stderr
     assert not left and not list(tmpdir.iterdir()), (left, list(tmpdir.iterdir()))
@@ -335,20 +346,7 @@ def test_sigterm_during_report_stops_the_temporary_prometheus(tmp_path):
     tmpdir.mkdir()
     proc = _start(["report", "--iostat", IOSTAT / "capped.json", "--results", IOSTAT / "capped-results", "--output",
                    tmp_path / "report"], tmpdir)
-    try:
-        deadline = time.monotonic() + 60
-        while not _prometheus_under(tmpdir) and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        assert _prometheus_under(tmpdir), "the temporary Prometheus never started"
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    time.sleep(0.5)
-    left = _prometheus_under(tmpdir)
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+    stderr, left = interrupt_the_report(proc, tmpdir, lambda: proc.send_signal(signal.SIGTERM))
     assert not left and not list(tmpdir.iterdir()), (left, list(tmpdir.iterdir()))
     assert proc.returncode == 130 and stderr.strip().splitlines() == ["fioscope report: interrupted; nothing written"], stderr
     assert not (tmp_path / "report" / "report.html").exists()
