@@ -182,6 +182,7 @@ def test_failed_loads_make_the_device_inconclusive(tmp_path, target):
     assert all(d["verdict"].startswith(f"{d['device']}: inconclusive — the load failed: ") for d in charted), charted
     assert all("Invalid argument" in d["load_failed"] and "(and 1 more)" in d["verdict"] for d in charted)
     assert not any(d["ok"] for d in charted)
+    assert report["summary"][0].startswith("2 load phase(s) failed") and "inconclusive" in report["summary"][0]
     runs = sorted(report["runs"], key=lambda r: r["start"])
     assert [bool(r["failed"]) for r in runs] == [True, True, False], runs
     assert all("IOPS" not in r["label"] for r in runs[:2]) and "IOPS" in runs[2]["label"], runs

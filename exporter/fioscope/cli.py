@@ -288,7 +288,7 @@ def add_capture_parser(sub) -> None:
     capture = sub.add_parser("capture", help="the support method in one command: record disk and CPU statistics while fio runs "
                                              "idle and load phases, then write a bundle with report.html",
                              description="Records /proc/diskstats and /proc/stat for the whole session while a phase plan runs "
-                                         "(default: idle, cloud-sla-70-30 at 700+300 IOPS, idle, the same at 200 %%, idle), "
+                                         "(default: idle, cloud-sla-70-30 at 700+300 IOPS, idle, the same at 200 %, idle), "
                                          "then writes --output: raw samples, iostat.json, fio results, report.html, PNGs, report.json. "
                                          "Exit 0: every load ran as planned; 1: a load failed (the report says inconclusive); "
                                          "2: bad flags or plan, or the loads do not fit the free space; 130: interrupted "

@@ -519,6 +519,8 @@ def run_capture(args) -> int:
         report.summary.insert(0, "Phases: " + "; ".join(f"{p['title']} {_iso(p['start'])[11:19]}–{_iso(p['end'])[11:19]}"
                                                          + (" (the load failed)" if p.get("failed") else "") for p in phases_log)
                               + (" (interrupted: the report covers what was captured)" if stop.is_set() else ""))
+        if failures:  # said first: the verdicts below judge a load that did not run as planned
+            report.summary.insert(0, f"{len(failures)} load phase(s) failed ({failures[0][2]}): the disk's verdict is inconclusive.")
         path = write_report(report, output)
     finally:
         for s, handler in previous.items():
