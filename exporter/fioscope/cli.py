@@ -305,25 +305,34 @@ def add_capture_parser(sub) -> None:
     capture = sub.add_parser("capture", help="the support method in one command: record disk and CPU statistics while fio runs "
                                              "idle and load phases, then write a bundle with report.html",
                              description="Records /proc/diskstats and /proc/stat for the whole session while a phase plan runs "
-                                         "(default: idle, cloud-sla-70-30 at 700+300 IOPS, idle, the same at 200 %%, idle), "
-                                         "then writes --output: raw samples, iostat.json, fio results, report.html, PNGs, report.json.")
+                                         "(default: idle, cloud-sla-70-30 at 700+300 IOPS, idle, the same at 200 %, idle), "
+                                         "then writes --output: raw samples, iostat.json, fio results, report.html, PNGs, report.json. "
+                                         "Exit 0: every load ran as planned; 1: a load failed (the report says inconclusive); "
+                                         "2: bad flags or plan, or the loads do not fit the free space; 130: interrupted "
+                                         "(Ctrl-C or SIGTERM: fio stopped, the report of what was captured written; "
+                                         "a second one aborts without a report).")
     capture.add_argument("--target.dir", dest="target_dir", required=True, help="directory on the disk under test (fio writes only there)")
     capture.add_argument("--output", required=True, help="bundle directory (new or empty)")
     capture.add_argument("--plan", help="phase plan YAML: phases: [{idle: 30s}, {job: PROFILE, duration: 60s, env: {K: V}}, ...]")
     capture.add_argument("--idle", help="default plan: length of each idle phase (default 30s)")
     capture.add_argument("--load", help="default plan: length of each load phase (default 2m30s: the throttling rules need ~2 min of load)")
-    capture.add_argument("--interval", help="seconds between samples (default 2s)")
-    capture.add_argument("--device", action="append", help="record only this device (repeatable; default every disk)")
+    capture.add_argument("--interval", help="time between samples, 100ms to 1h (default 2s)")
+    capture.add_argument("--device", action="append", help="record only this block device (repeatable; default every disk)")
     capture.add_argument("--env", action="append", metavar="KEY=VALUE", help="job variable for every load phase, e.g. SIZE=256m")
     capture.add_argument("--target.cgroup", dest="target_cgroup", help="run fio inside this cgroup (a lab disk's throttle; root)")
+    capture.add_argument("--keep-files", dest="keep_files", action="store_true",
+                         help="keep the files fio laid out in --target.dir (default: removed at the end)")
 
 
 def cmd_capture(args) -> int:
     from .reporting import ReportError
-    from .reporting.capture import run_capture
+    from .reporting.capture import LoadFailed, run_capture
 
     try:
         return run_capture(args)
+    except LoadFailed as exc:
+        print(f"fioscope capture: {exc}", file=sys.stderr)
+        return 1
     except ReportError as exc:
         print(f"fioscope capture: {exc}", file=sys.stderr)
         return 2
@@ -340,8 +349,13 @@ def cmd_report(args) -> int:
     from .reporting import ReportError
     from .reporting.main import run_report
 
+    once = _interrupt_once()
+    previous = {s: signal.signal(s, once) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         path = run_report(args)
+    except KeyboardInterrupt:
+        print("fioscope report: interrupted; nothing written", file=sys.stderr)
+        return 130
     except ReportError as exc:
         print(f"fioscope report: {exc}", file=sys.stderr)
         return 2
@@ -349,8 +363,24 @@ def cmd_report(args) -> int:
         log.debug("report failed", exc_info=True)
         print(f"fioscope report: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     print(f"report: {path}")
     return 0
+
+
+def _interrupt_once():
+    """SIGINT or SIGTERM as KeyboardInterrupt, once: the way out (stopping the temporary Prometheus, removing its
+    directory) runs, and is not itself cut short by a second signal. SIGTERM's default would skip it."""
+    raised = []
+
+    def handler(signum, frame):
+        if not raised:
+            raised.append(signum)
+            raise KeyboardInterrupt
+
+    return handler
 
 
 def cmd_lab(args) -> int:

@@ -22,6 +22,7 @@ from .jobs import JobFile, check_safe, fio_executable, load_job, resolve_job
 from .lifetime import RUN_TAG, child_setup
 from .model import RunResult
 from .parser import DocumentStream
+from .proctree import kill_tree
 from .resultfile import (
     Annotation,
     FailureRecord,
@@ -93,6 +94,13 @@ class Runner:
         process = self._process
         if process is not None and process.poll() is None:
             process.terminate()
+
+    def kill(self) -> None:
+        """SIGKILL fio and its job processes (they run in sessions of their own); ``run`` then returns a failed
+        outcome and removes its ``.running`` marker as after any failed run."""
+        process = self._process
+        if process is not None and process.returncode is None:
+            kill_tree(process.pid)
 
     def _run_fio(self, jobfile: JobFile, target: Target, env: dict[str, str], annotation: Annotation,
                  on_report: Callable[[RunResult], None] | None = None, marker: Path | None = None) -> RunOutcome:

@@ -95,13 +95,15 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
                      firings: Callable[[float], list[Firing]] | None = None, source: str = "",
                      declared: dict[str, str] | None = None, min_step: float = 15.0, step: float | None = None,
                      timelines: list[Timeline] | None = None, cpus: list[CpuTimeline] | None = None,
-                     runs: list[RunWindow] | None = None, resolution: str = "") -> Report:
+                     runs: list[RunWindow] | None = None, resolution: str = "",
+                     failed_loads: list[tuple[float, float, str, str]] | None = None) -> Report:
     """The report over [start, end]. ``firings(step)`` gives the alerts the rules fired (default: ALERTS).
 
     ``timelines``/``cpus``/``runs`` are what is drawn and cut into phases: given offline (iostat
     samples, fio result files), read from the live Prometheus otherwise (raw counters per scrape,
     the exporter's run windows). ``step``: one point per step (offline: the grid the rules were evaluated on), else
-    from the window's length."""
+    from the window's length. ``failed_loads``: (start, end, reason, device) of loads that failed; each run's own
+    ``failed`` counts too: such a device's verdict is "inconclusive — the load failed", never a pass."""
     step = step or step_for(start, end, min_step)
     host_m, device_m = _matchers(host, devices)
     if timelines is None:
@@ -140,7 +142,8 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         mine = [f for f in fired if _key(f.labels) == key]
         throttle = [f for f in mine if f.alertname in THROTTLE_ALERTS]
         windows = sorted({(f.start, f.end) for f in throttle})
-        if is_idle_device(timeline, runs, bool(mine)):
+        failed = load_failures(device, runs, failed_loads or [])
+        if not failed and is_idle_device(timeline, runs, bool(mine)):
             util = max((v for _, v in timeline.values("util")), default=0.0)
             iops = max((v for _, v in timeline.iops()), default=0.0)
             has_data = bool(timeline.values("util"))
@@ -152,6 +155,10 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         device_phases = phases(timeline, runs, start, end)
         alerts = ", ".join(sorted({f.alertname for f in throttle}))
         ok, text = headline(timeline, device_phases, throttled_spans(windows, device_phases), alerts)
+        if failed:
+            more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+            ok, text = False, f"{device}: inconclusive — the load failed: {failed[0]}{more}"
+            mark_failed(device_phases, [(a, b, why) for a, b, why, dev in failed_loads or [] if not dev or dev == device])
         report.verdicts.append(Verdict("headline", ok, text, {"device": device, "host": timeline.host}))
         extra: list[Verdict] = []
         if throttle:
@@ -169,8 +176,9 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         section = device_section(label, shown, [r for r in runs if r.loads(device)], device_phases, (start, end))
         report.sections.append(section)
         devices_json.append({"device": device, "host": timeline.host, "verdict": text, "ok": ok, "idle": False, "charted": True,
+                             "load_failed": failed[0] if failed else None,
                              "downsampled": shown.downsampled, "interval": timeline.interval,
-                             "phases": [{"kind": p.kind, "label": p.label, "start": p.start, "end": p.end,
+                             "phases": [{"kind": p.kind, "label": p.label, "start": p.start, "end": p.end, "failed": p.failed or None,
                                          **{k: (None if math.isnan(v) else v) for k, v in p.stats.items()}} for p in device_phases],
                              "series": {c: [[t, v] for t, v in shown.values(c)] for c in COLUMNS}})
     if idle:
@@ -200,9 +208,23 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
             formatter=PercentFormatter(100), span=(start, end))]))
     report.json = {"kind": "diagnosis", "window": {"start": start, "end": end},
                    "runs": [{"job": r.job, "start": r.start, "end": r.end, "device": r.device, "host": r.host, "label": r.label,
-                             "profile": r.profile, "target": r.target, "iops": r.iops} for r in runs],
+                             "profile": r.profile, "target": r.target, "iops": r.iops, "failed": r.failed or None} for r in runs],
                    "devices": devices_json}
     return report
+
+
+def load_failures(device: str, runs: list[RunWindow], failed_loads: list[tuple[float, float, str, str]]) -> list[str]:
+    """Why the loads of ``device`` failed, each reason once, in time order ("" device: the target's device is unknown)."""
+    reasons = [(r.start, r.failed) for r in runs if r.failed and r.loads(device)]
+    reasons += [(a, why) for a, _, why, dev in failed_loads if not dev or dev == device]
+    return list(dict.fromkeys(why for _, why in sorted(reasons)))
+
+
+def mark_failed(device_phases: list[Phase], windows: list[tuple[float, float, str]]) -> None:
+    """A load phase inside a failed load's window failed too (its run's own ``failed`` is set already)."""
+    for p in device_phases:
+        if p.kind == "load" and not p.failed:
+            p.failed = next((why for a, b, why in windows if a - 1 <= p.start and p.end <= b + 1), "")
 
 
 def _slug(text: str) -> str:
@@ -253,7 +275,7 @@ def device_section(label: str, timeline: Timeline, runs: list[RunWindow], device
         time_chart(f"{slug}-queue", f"{timeline.device} queue size (aqu-sz)", lines("aqu-sz"), "", shaded,
                    formatter=humanize.count_axis(""), span=span),
     ]
-    table = Table(PHASE_COLUMNS, phase_rows(device_phases))
+    table = Table(PHASE_COLUMNS, phase_rows(device_phases), failed={i for i, p in enumerate(device_phases) if p.failed})
     note = [f"Downsampled: at most {MAX_POINTS} points per series, each bucket's minimum and maximum kept."] if timeline.downsampled else []
     return Section(label, charts=charts, tables=[table] if device_phases else [], lines=note)
 

@@ -37,6 +37,7 @@ class Table:
     columns: list[str]
     rows: list[list[str]]
     marked: set[tuple[int, int]] = field(default_factory=set)  # (row, column) cells to highlight
+    failed: set[int] = field(default_factory=set)  # rows shown red (a load phase whose load failed)
 
 
 @dataclass

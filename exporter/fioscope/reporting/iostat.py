@@ -454,9 +454,11 @@ class FioRun:
     iops: float | None = None  # fio's own, read + write + trim
     asked: str = ""  # rate_iops, where the job paced itself
     profile: str = ""
+    failed: str = ""  # the runner's failure note, or fio's job error
 
     def window(self, host: str = "") -> RunWindow:
-        return RunWindow(self.jobname, self.start, self.end, self.device, host, self.profile, self.target, self.iops, self.asked)
+        return RunWindow(self.jobname, self.start, self.end, self.device, host, self.profile, self.target, self.iops, self.asked,
+                         self.failed)
 
 
 def load_fio_runs(directory: str | None) -> list[FioRun]:
@@ -476,7 +478,8 @@ def load_fio_runs(directory: str | None) -> list[FioRun]:
             runs.append(FioRun(job.jobname, note.target, note.device, run.start_timestamp, run.end_timestamp,
                                job.percentile("sync", "lat"), note.limits.as_dict() if note.limits else {},
                                clat, note.sla_latency_seconds, job.total_iops, job.options.get("rate_iops", ""),
-                               note.profile or Path(run.source).stem))
+                               note.profile or Path(run.source).stem,
+                               note.failed or (f"fio error {job.error} in {job.jobname}" if job.error else "")))
     return runs
 
 
@@ -552,7 +555,8 @@ def backfill(source: Path, blocks: Path, what: str) -> None:
 
 def _run(cmd: list[str], what: str) -> None:
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+        # a session of its own: a Ctrl-C at the terminal is fioscope's to handle (capture finishes its report)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False, start_new_session=True)
     except FileNotFoundError:
         raise ReportError(f"offline diagnosis needs {cmd[0]} (Debian: apt-get install prometheus)") from None
     if proc.returncode != 0:
@@ -581,7 +585,8 @@ class TemporaryPrometheus:
         cmd = [shutil.which("prometheus") or "prometheus", f"--config.file={self.config}", f"--storage.tsdb.path={self.data}",
                f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y", "--log.level=error"]
         try:
-            self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            # a session of its own: a Ctrl-C at the terminal does not kill it under a report being finished; stop() does
+            self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
         except FileNotFoundError:
             raise ReportError("offline diagnosis needs prometheus (Debian: apt-get install prometheus)") from None
         deadline = time.monotonic() + 60
@@ -596,14 +601,18 @@ class TemporaryPrometheus:
         raise ReportError("temporary Prometheus did not become ready in 60 s")
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
+        process, self.process = self.process, None
+        if process and process.poll() is None:
+            process.terminate()
             try:
-                self.process.wait(timeout=30)
+                process.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
+                process.kill()
+                process.wait()
+            except BaseException:  # interrupted while waiting: never left running
+                process.kill()
+                process.wait()
+                raise
 
 
 def rule_levels(groups: list[dict]) -> list[list[dict]]:
@@ -760,12 +769,17 @@ def _range(a: float, b: float, step: float) -> Iterator[float]:
         t += step
 
 
-def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] | None):
+def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] | None,
+                      failed_loads: list[tuple[float, float, str, str]] | None = None):
+    """``failed_loads``: (start, end, reason, device) of loads that failed (capture's phases); a run within one
+    counts as failed, and the device's verdict is inconclusive."""
     captures = [c for p in paths for c in load_iostat(p, devices)]
     check_bounds(captures)
     start = min(c.samples[0].timestamp for c in captures)
     end = max(c.samples[-1].timestamp for c in captures)
     runs = [r for r in load_fio_runs(results) if r.end >= start and r.start <= end]
+    for run in runs:
+        run.failed = run.failed or next((why for a, b, why, _ in failed_loads or [] if a - 1 <= run.start and run.end <= b + 1), "")
     hosts = sorted({c.host for c in captures})
     alerting = _load_rules("alerts.rules.yaml")
     with tempfile.TemporaryDirectory(prefix="fioscope-report-") as tmp, backfilled(captures, runs, Path(tmp)) as server:
@@ -778,7 +792,8 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
                                   firings=lambda step: evaluate_alerts(prom, alerting, start, end, step),
                                   source=f"offline from {source}", declared=declared, min_step=server.grid.step,
                                   step=server.grid.step, timelines=timelines, cpus=cpus,
-                                  runs=[r.window(hosts[0]) for r in runs], resolution="every iostat sample")
+                                  runs=[r.window(hosts[0]) for r in runs], resolution="every iostat sample",
+                                  failed_loads=failed_loads)
     report.summary.insert(0, f"Offline: {sum(len(c.samples) for c in captures)} iostat samples from host(s) {', '.join(hosts)}; "
                              "verdicts by fioscope's alert rules evaluated over them in a temporary Prometheus.")
     report.summary += input_notes(captures)

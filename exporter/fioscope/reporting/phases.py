@@ -37,9 +37,12 @@ class RunWindow:
     target: str = ""
     iops: float | None = None  # what fio measured (read + write)
     asked: str = ""  # fio's rate_iops, where the job paced itself
+    failed: str = ""  # why this run is not the load it was meant to be (fio failed, ran far shorter than its phase)
 
     @property
     def label(self) -> str:
+        if self.failed:  # no figure for a run that failed: "2,034 IOPS" of a 28 ms run reads as a healthy disk
+            return f"{self.job} (load failed)"
         rate = f"{humanize.count(self.iops)} IOPS" if self.iops is not None else ""
         if self.asked:
             rate += f" (asked {self.asked})"
@@ -56,6 +59,7 @@ class Phase:
     start: float
     end: float
     stats: dict[str, float] = field(default_factory=dict)  # mean of each column; "peak-iops"; "samples"
+    failed: str = ""  # a load phase whose load failed: why
 
 
 def _mean(values: list[float]) -> float:
@@ -83,7 +87,7 @@ def phases(timeline: Timeline, runs: list[RunWindow], start: float, end: float) 
     for run in mine:
         if run.start - cursor >= interval:
             out.append(Phase("idle", "idle", cursor, run.start))
-        out.append(Phase("load", run.label, run.start, run.end))
+        out.append(Phase("load", run.label, run.start, run.end, failed=run.failed))
         cursor = max(cursor, run.end)
     if end - cursor >= interval:
         out.append(Phase("idle", "idle", cursor, end))

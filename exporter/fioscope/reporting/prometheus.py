@@ -7,6 +7,7 @@ grows (here one point per minute) and the report says so.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import math
@@ -35,16 +36,40 @@ def step_for(start: float, end: float, min_step: float = MIN_STEP) -> float:
     return max(min_step, math.ceil((end - start) / MAX_POINTS))
 
 
+def redact(url: str) -> str:
+    """``url`` without its password (``http://user:***@host/``): what any message may show of it."""
+    try:
+        parsed = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "<an unparseable URL>"
+    if parsed.password is None and "@" not in parsed.netloc:
+        return url
+    host = parsed.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parsed._replace(netloc=f"{parsed.username or ''}:***@{host}"))
+
+
 class Prometheus:
+    """``http(s)://[user:password@]host:port[/prefix]``: the userinfo becomes basic auth, and is never shown."""
+
     def __init__(self, url: str, flag: str = "--prometheus.url"):
-        parsed = urllib.parse.urlparse(url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ReportError(f"{flag} {url!r}: not an http(s) URL")
-        self.url = url.rstrip("/")
+        try:
+            parsed = urllib.parse.urlsplit(url)
+            parsed.port  # noqa: B018 - raises ValueError for a port that is not a number
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ReportError(f"{flag} {redact(url)!r}: not an http(s) URL")
+        self.auth = ""
+        if parsed.username is not None or parsed.password is not None:
+            user, password = urllib.parse.unquote(parsed.username or ""), urllib.parse.unquote(parsed.password or "")
+            self.auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+            parsed = parsed._replace(netloc=parsed.netloc.rpartition("@")[2])
+        self.url = urllib.parse.urlunsplit(parsed).rstrip("/")  # no userinfo: safe in every message
         self.flag = flag
 
     def _get(self, path: str, params: dict[str, str]) -> dict:
-        full = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
+        full = urllib.request.Request(f"{self.url}{path}?{urllib.parse.urlencode(params)}",
+                                      headers={"Authorization": self.auth} if self.auth else {})
         try:
             with urllib.request.urlopen(full, timeout=TIMEOUT) as resp:
                 body = json.load(resp)
