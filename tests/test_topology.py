@@ -95,6 +95,18 @@ fioscope_disk_model_info{device="md0",model="",vendor=""} 1.0
 fioscope_disk_model_info{device="vda",model="",vendor=""} 1.0
 fioscope_disk_model_info{device="vdb",model="",vendor=""} 1.0
 fioscope_disk_model_info{device="vdc",model="QEMU HARDDISK",vendor="QEMU"} 1.0
+# HELP fioscope_disk_bus_info Block device attachment from sysfs: its bus (device/subsystem), driver and NVMe transport ("" where absent).
+# TYPE fioscope_disk_bus_info gauge
+fioscope_disk_bus_info{bus="",device="dm-3",driver="",transport=""} 1.0
+fioscope_disk_bus_info{bus="",device="dm-4",driver="",transport=""} 1.0
+fioscope_disk_bus_info{bus="",device="loop0",driver="",transport=""} 1.0
+fioscope_disk_bus_info{bus="",device="md0",driver="",transport=""} 1.0
+fioscope_disk_bus_info{bus="",device="vda",driver="",transport=""} 1.0
+fioscope_disk_bus_info{bus="",device="vdb",driver="",transport=""} 1.0
+fioscope_disk_bus_info{bus="",device="vdc",driver="",transport=""} 1.0
+# HELP fioscope_machine_info The machine's identity from /sys/class/dmi/id ("" where absent): a provider's VM or bare metal.
+# TYPE fioscope_machine_info gauge
+fioscope_machine_info{bios_vendor="",chassis_asset_tag="",chassis_vendor="",product_family="",product_name="",sys_vendor=""} 1.0
 # HELP fioscope_target_info Configured target: its directory and the block device holding it.
 # TYPE fioscope_target_info gauge
 fioscope_target_info{device="dm-3",directory="{etcd}",target="etcd"} 1.0
@@ -150,3 +162,110 @@ def test_real_sysfs_names_the_lab_loop_device_holding_a_target(tmp_path):
     assert (f'fioscope_disk_info{{device="{loop}",kind="loop",name="{disk.backing_file}",parents="",targets="lab"}} 1.0'
             in text), text
     assert f'device="{loop}"' not in after_down, "a detached loop is left out"
+
+
+def _link(link: Path, target: Path) -> None:
+    link.parent.mkdir(parents=True, exist_ok=True)
+    target.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(os.path.relpath(target, link.parent))
+
+
+@pytest.fixture
+def cloud_machine(tmp_path):
+    """An Azure VM as its guest reads it: DMI with Azure's chassis asset tag; a remote NVMe data disk (nvme0n2 on
+    the "MSFT NVMe Accelerator v1.0" controller), a local NVMe (nvme1n1, "Microsoft NVMe Direct Disk v2"), a SCSI
+    disk (sda) and an NVMe/TCP namespace (nvme2n1); blanks and a newline as the kernel pads them, a quote to escape."""
+    sys = tmp_path / "sys"
+    dmi = sys / "devices" / "virtual" / "dmi" / "id"
+    dmi.mkdir(parents=True)
+    for name, text in (("sys_vendor", "Microsoft Corporation"), ("product_name", "Virtual Machine"),
+                       ("chassis_asset_tag", "7783-7084-3265-9085-8269-3286-77"), ("bios_vendor", 'Microsoft "Hyper-V" UEFI'),
+                       ("product_uuid", "0c5b4b56-secret")):  # serials and UUIDs are never published
+        (dmi / name).write_text(text + "   \n")
+    _link(sys / "class" / "dmi" / "id", dmi)
+    pci = sys / "devices" / "pci0000:00"
+    for ctrl, fn, model, transport, names in (("nvme0", "0000:00:04.0", "MSFT NVMe Accelerator v1.0", "pcie", ("nvme0n1", "nvme0n2")),
+                                              ("nvme1", "0000:00:05.0", "Microsoft NVMe Direct Disk v2", "pcie", ("nvme1n1",)),
+                                              ("nvme2", "", "Linux", "tcp", ("nvme2n1",))):
+        where = f"pci0000:00/{fn}/nvme/{ctrl}" if fn else f"virtual/nvme-fabrics/ctl/{ctrl}"
+        controller = sys / "devices" / where
+        for name in names:
+            _device(sys, where, name)
+        (controller / "model").write_text(model + "  \n")
+        (controller / "transport").write_text(transport + "\n")
+        _link(controller / "subsystem", sys / "class" / "nvme")
+        for name in names:
+            (controller / name / "device").symlink_to("..")
+        if fn:
+            _link(pci / fn / "driver", sys / "bus" / "pci" / "drivers" / "nvme")
+            (controller / "device").symlink_to("../..")
+    scsi = sys / "devices" / "pci0000:00" / "0000:00:06.0" / "host0" / "target0:0:0" / "0:0:0:0"
+    _device(sys, "pci0000:00/0000:00:06.0/host0/target0:0:0/0:0:0:0/block", "sda")
+    (scsi / "vendor").write_text("Msft    \n")
+    (scsi / "model").write_text("Virtual Disk    \n")
+    _link(scsi / "subsystem", sys / "bus" / "scsi")
+    _link(scsi / "driver", sys / "bus" / "scsi" / "drivers" / "sd")
+    (scsi / "block" / "sda" / "device").symlink_to("../..")
+    return sys
+
+
+CLOUD_GOLDEN = """\
+# HELP fioscope_disk_model_info Block device hardware from sysfs device/vendor and device/model ("" where absent).
+# TYPE fioscope_disk_model_info gauge
+fioscope_disk_model_info{device="nvme0n1",model="MSFT NVMe Accelerator v1.0",vendor=""} 1.0
+fioscope_disk_model_info{device="nvme0n2",model="MSFT NVMe Accelerator v1.0",vendor=""} 1.0
+fioscope_disk_model_info{device="nvme1n1",model="Microsoft NVMe Direct Disk v2",vendor=""} 1.0
+fioscope_disk_model_info{device="nvme2n1",model="Linux",vendor=""} 1.0
+fioscope_disk_model_info{device="sda",model="Virtual Disk",vendor="Msft"} 1.0
+# HELP fioscope_disk_bus_info Block device attachment from sysfs: its bus (device/subsystem), driver and NVMe transport ("" where absent).
+# TYPE fioscope_disk_bus_info gauge
+fioscope_disk_bus_info{bus="nvme",device="nvme0n1",driver="nvme",transport="pcie"} 1.0
+fioscope_disk_bus_info{bus="nvme",device="nvme0n2",driver="nvme",transport="pcie"} 1.0
+fioscope_disk_bus_info{bus="nvme",device="nvme1n1",driver="nvme",transport="pcie"} 1.0
+fioscope_disk_bus_info{bus="nvme",device="nvme2n1",driver="",transport="tcp"} 1.0
+fioscope_disk_bus_info{bus="scsi",device="sda",driver="sd",transport=""} 1.0
+# HELP fioscope_machine_info The machine's identity from /sys/class/dmi/id ("" where absent): a provider's VM or bare metal.
+# TYPE fioscope_machine_info gauge
+fioscope_machine_info{bios_vendor="Microsoft \\"Hyper-V\\" UEFI",chassis_asset_tag="7783-7084-3265-9085-8269-3286-77",chassis_vendor="",\
+product_family="",product_name="Virtual Machine",sys_vendor="Microsoft Corporation"} 1.0
+"""
+
+
+def _families(text: str, *names: str) -> list[str]:
+    return [line for line in text.splitlines() if any(f" {n} " in line or line.startswith(n + "{") for n in names)]
+
+
+def test_cloud_machine_identity_and_device_bus_golden_exposition(cloud_machine, tmp_path):
+    text = _exposition(Store(Config()), cloud_machine, tmp_path / "no-md")
+    names = ("fioscope_disk_model_info", "fioscope_disk_bus_info", "fioscope_machine_info")
+    assert _families(text, *names) == CLOUD_GOLDEN.splitlines(), text
+    assert "secret" not in text
+    assert promtool_check_metrics(text).returncode == 0
+
+
+def test_machine_without_dmi_publishes_its_identity_unknown(cloud_machine, tmp_path):
+    """ARM boards, microVMs (this CI VM: "DMI not present or invalid"): the series is there, every label ""."""
+    (cloud_machine / "class" / "dmi" / "id").unlink()
+    text = _exposition(Store(Config()), cloud_machine, tmp_path / "no-md")
+    assert ('fioscope_machine_info{bios_vendor="",chassis_asset_tag="",chassis_vendor="",product_family="",'
+            'product_name="",sys_vendor=""} 1.0') in text
+
+
+def test_real_machine_identity_and_bus_match_sysfs():
+    """The real /sys: fioscope_machine_info says what /sys/class/dmi/id says (here, on a QEMU/KVM guest without
+    SMBIOS, nothing), and each disk's bus is its device/subsystem link."""
+    text = _exposition(Store(Config()), Path("/sys"), blockdev.DEV_MD)
+    dmi = Path("/sys/class/dmi/id")
+
+    def read(name: str) -> str:
+        try:
+            return (dmi / name).read_text(errors="replace").strip()
+        except OSError:
+            return ""
+    fields = sorted(("sys_vendor", "product_name", "product_family", "chassis_vendor", "chassis_asset_tag", "bios_vendor"))
+    want = "fioscope_machine_info{" + ",".join(f'{f}="{read(f)}"' for f in fields) + "} 1.0"
+    assert want in text, text
+    for disk in Path("/sys/block").iterdir():
+        subsystem = disk / "device" / "subsystem"
+        if subsystem.is_symlink():
+            assert f'bus="{Path(os.readlink(subsystem)).name}",device="{disk.name}"' in text, text
