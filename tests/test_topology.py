@@ -95,7 +95,7 @@ fioscope_disk_model_info{device="md0",model="",vendor=""} 1.0
 fioscope_disk_model_info{device="vda",model="",vendor=""} 1.0
 fioscope_disk_model_info{device="vdb",model="",vendor=""} 1.0
 fioscope_disk_model_info{device="vdc",model="QEMU HARDDISK",vendor="QEMU"} 1.0
-# HELP fioscope_disk_bus_info Block device attachment from sysfs: its bus (device/subsystem), driver and NVMe transport ("" where absent).
+# HELP fioscope_disk_bus_info Block device attachment from sysfs: bus (device/subsystem), driver, NVMe transport ("" where absent).
 # TYPE fioscope_disk_bus_info gauge
 fioscope_disk_bus_info{bus="",device="dm-3",driver="",transport=""} 1.0
 fioscope_disk_bus_info{bus="",device="dm-4",driver="",transport=""} 1.0
@@ -217,7 +217,7 @@ fioscope_disk_model_info{device="nvme0n2",model="MSFT NVMe Accelerator v1.0",ven
 fioscope_disk_model_info{device="nvme1n1",model="Microsoft NVMe Direct Disk v2",vendor=""} 1.0
 fioscope_disk_model_info{device="nvme2n1",model="Linux",vendor=""} 1.0
 fioscope_disk_model_info{device="sda",model="Virtual Disk",vendor="Msft"} 1.0
-# HELP fioscope_disk_bus_info Block device attachment from sysfs: its bus (device/subsystem), driver and NVMe transport ("" where absent).
+# HELP fioscope_disk_bus_info Block device attachment from sysfs: bus (device/subsystem), driver, NVMe transport ("" where absent).
 # TYPE fioscope_disk_bus_info gauge
 fioscope_disk_bus_info{bus="nvme",device="nvme0n1",driver="nvme",transport="pcie"} 1.0
 fioscope_disk_bus_info{bus="nvme",device="nvme0n2",driver="nvme",transport="pcie"} 1.0

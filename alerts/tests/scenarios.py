@@ -329,25 +329,29 @@ CAP_250 = dual_cap(1e9, 250 * MIB, (MIB,), 30, 32)  # a 250 MiB/s volume cap, 1 
 
 
 def _remote(name: str, host: str, device: str, model: str, machine) -> Scenario:
-    return Scenario(name, [Device(host, device, after_onset(CAP_250, light_fast), hardware=("", model), machine=machine, discards=False)],
+    return Scenario(name, [Device(host, device, after_onset(CAP_250, light_fast), hardware=("", model), machine=machine,
+                                  discards=False)],
                     {n.ALERT_DISK_THROTTLED: (f"{host}/{device}", "is throttled at its provider's cap: reads flat at ~250/s")},
                     {n.ALERT_DISK_THROTTLED: 120})
 
 
 def _local(name: str, host: str, device: str, model: str, machine) -> Scenario:
-    return Scenario(name, [Device(host, device, after_onset(nvme_streaming, light_nvme), hardware=("", model), machine=machine, discards=False)],
+    return Scenario(name, [Device(host, device, after_onset(nvme_streaming, light_nvme), hardware=("", model), machine=machine,
+                                  discards=False)],
                     {n.ALERT_DISK_AT_PHYSICAL_MAXIMUM: (f"{host}/{device}", "runs at its own physical maximum")})
 
 
 DEVICE_CLASS_SCENARIOS = [
     _remote("GCP Persistent Disk over NVMe (nvme_card-pd) capped at 250 MiB/s", "c1", "nvme0n2", "nvme_card-pd", GCP),
-    _remote("Azure remote NVMe disk (MSFT NVMe Accelerator v1.0) capped at 250 MiB/s", "c2", "nvme0n2", "MSFT NVMe Accelerator v1.0", AZURE),
+    _remote("Azure remote NVMe disk (MSFT NVMe Accelerator v1.0) capped at 250 MiB/s", "c2", "nvme0n2",
+            "MSFT NVMe Accelerator v1.0", AZURE),
     _remote("Azure remote NVMe disk, model in upper case, capped at 250 MiB/s", "c3", "nvme0n3", "MSFT NVME ACCELERATOR V1.0", AZURE),
     _remote("EBS volume on an AWS identity capped at 250 MiB/s", "c4", "nvme1n1", "Amazon Elastic Block Store", AWS),
     _remote("unknown NVMe model on a GCP identity capped at 250 MiB/s", "c5", "nvme0n3", "nvme_card-hd", GCP),
     _local("AWS instance store at its physical maximum", "c6", "nvme1n1", "Amazon EC2 NVMe Instance Storage", AWS),
     _local("GCP Local SSD (nvme_card0, C3) at its physical maximum", "c7", "nvme1n1", "nvme_card0", GCP),
-    _local("Azure local NVMe (Microsoft NVMe Direct Disk v2) at its physical maximum", "c8", "nvme1n1", "Microsoft NVMe Direct Disk v2", AZURE),
+    _local("Azure local NVMe (Microsoft NVMe Direct Disk v2) at its physical maximum", "c8", "nvme1n1",
+           "Microsoft NVMe Direct Disk v2", AZURE),
     _local("unknown NVMe on bare metal at its physical maximum", "c9", "nvme0n1", "Micron_7450_MTFDKBG3T8TFR", BARE_METAL),
 ]
 SCENARIOS += DEVICE_CLASS_SCENARIOS

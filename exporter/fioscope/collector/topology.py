@@ -15,13 +15,15 @@ Exposition (an LVM volume on an md RAID1 of two disks holding the target ``etcd`
     # TYPE fioscope_disk_model_info gauge
     fioscope_disk_model_info{device="vda",model="",vendor="0x1af4"} 1.0
     fioscope_disk_model_info{device="nvme0n1",model="Amazon Elastic Block Store",vendor=""} 1.0
-    # HELP fioscope_disk_bus_info Block device attachment from sysfs: its bus (device/subsystem), driver and NVMe transport ("" where absent).
+    # HELP fioscope_disk_bus_info Block device attachment from sysfs: bus (device/subsystem), driver, NVMe transport ("" where absent).
     # TYPE fioscope_disk_bus_info gauge
     fioscope_disk_bus_info{bus="virtio",device="vda",driver="virtio_blk",transport=""} 1.0
     fioscope_disk_bus_info{bus="nvme",device="nvme0n1",driver="nvme",transport="pcie"} 1.0
     # HELP fioscope_machine_info The machine's identity from /sys/class/dmi/id ("" where absent): a provider's VM or bare metal.
     # TYPE fioscope_machine_info gauge
-    fioscope_machine_info{bios_vendor="Amazon EC2",chassis_asset_tag="Amazon EC2",chassis_vendor="Amazon EC2",product_family="",product_name="m6i.large",sys_vendor="Amazon EC2"} 1.0
+    fioscope_machine_info{bios_vendor="",chassis_asset_tag="",chassis_vendor="",product_family="",product_name="",sys_vendor=""} 1.0
+
+(the machine_info of a machine without SMBIOS; a GCP VM's reads sys_vendor="Google", product_name="Google Compute Engine").
     # HELP fioscope_target_info Configured target: its directory and the block device holding it.
     # TYPE fioscope_target_info gauge
     fioscope_target_info{device="dm-3",directory="/srv/etcd-test",target="etcd"} 1.0
@@ -111,7 +113,7 @@ class TopologyCollector:
                                      'Block device hardware from sysfs device/vendor and device/model ("" where absent).',
                                      labels=["device", "vendor", "model"])
         bus = GaugeMetricFamily("fioscope_disk_bus_info",
-                                'Block device attachment from sysfs: its bus (device/subsystem), driver and NVMe transport ("" where absent).',
+                                'Block device attachment from sysfs: bus (device/subsystem), driver, NVMe transport ("" where absent).',
                                 labels=["device", "bus", "driver", "transport"])
         for dev in blockdev.topology(self.sys_block, self.dev_md):
             vendor, model = self._sysfs(dev.device, "vendor"), self._sysfs(dev.device, "model")
