@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from fioscope import blockdev
 from fioscope.collector.topology import TopologyCollector
 from fioscope.config import Config, Target
 from fioscope.store import Store
-from helpers.exposition import promtool_check_metrics
+from helpers.binaries import first_installed, require
+from helpers.exposition import parse_exposition, promtool_check_metrics
 from helpers.lab import lab_lock
+from helpers.net import free_port, http_get, wait_for
+from helpers.paths import REPO
 from prometheus_client import CollectorRegistry, generate_latest
 
 
@@ -269,3 +274,54 @@ def test_real_machine_identity_and_bus_match_sysfs():
         subsystem = disk / "device" / "subsystem"
         if subsystem.is_symlink():
             assert f'bus="{Path(os.readlink(subsystem)).name}",device="{disk.name}"' in text, text
+
+
+def _escaped(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _series(text: str, names: tuple[str, ...], **identity: str) -> list[str]:
+    """The samples of ``names`` in an exposition as promtool series selectors, with the scrape's ``identity`` labels."""
+    out = []
+    for (name, labels), _ in sorted(parse_exposition(text).items(), key=lambda kv: (kv[0][0], sorted(kv[0][1]))):
+        if name in names:
+            pairs = {**identity, **dict(labels)}
+            out.append(name + "{" + ",".join(f'{k}="{_escaped(v)}"' for k, v in pairs.items()) + "}")
+    return out
+
+
+def test_node_exporters_dmi_names_an_azure_machine_for_the_device_class_rule(cloud_machine, tmp_path):
+    """The real node_exporter's dmi collector over the Azure VM's sysfs: its node_dmi_info labels are the ones the
+    rule reads (system_vendor, product_name, chassis_asset_tag). With it, a device of unknown model on that host is
+    the provider's volume; without any identity (bare metal) the same device is local hardware. The local NVMe
+    (Microsoft NVMe Direct Disk v2) is local either way; the remote NVMe, the SCSI disk and the NVMe/TCP namespace never."""
+    port = free_port()
+    log = tmp_path / "node_exporter.log"
+    proc = subprocess.Popen([first_installed("prometheus-node-exporter", "node_exporter"), f"--web.listen-address=127.0.0.1:{port}",
+                             "--collector.disable-defaults", "--collector.dmi", f"--path.sysfs={cloud_machine}"],
+                            stdout=log.open("w"), stderr=subprocess.STDOUT)
+    try:
+        def scraped() -> str:
+            text = http_get(f"http://127.0.0.1:{port}/metrics")
+            return text if "node_dmi_info{" in text else ""
+        node = wait_for(scraped, 15, what="node_dmi_info")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    dmi = _series(node, ("node_dmi_info",), job="node", instance="az:9100", host="az")
+    assert len(dmi) == 1 and 'chassis_asset_tag="7783-7084-3265-9085-8269-3286-77"' in dmi[0], node
+    fioscope = _exposition(Store(Config()), cloud_machine, tmp_path / "no-md")
+    disks = _series(fioscope, ("fioscope_disk_model_info", "fioscope_disk_bus_info"), job="fioscope", instance="az:7963", host="az")
+    # a device of a family no list knows yet (its model is the only thing it says)
+    disks.append('fioscope_disk_model_info{job="fioscope",instance="az:7963",host="az",device="nvme9n1",vendor="",model="Contoso Volume"}')
+
+    def case(name: str, series: list[str], local: list[str]) -> dict:
+        return {"name": name, "interval": "15s", "input_series": [{"series": s, "values": "1x8"} for s in series],
+                "promql_expr_test": [{"expr": "fioscope:disk_physical_device", "eval_time": "1m", "exp_samples": [
+                    {"labels": f'fioscope:disk_physical_device{{device="{d}",host="az"}}', "value": 1} for d in local]}]}
+    tests = {"rule_files": [str(REPO / "alerts" / "recording.rules.yaml")], "evaluation_interval": "15s",
+             "tests": [case("azure identity from node_exporter", dmi + disks, ["nvme1n1"]),
+                       case("no identity: bare metal", disks, ["nvme1n1", "nvme9n1"])]}
+    (tmp_path / "class.test.yaml").write_text(yaml.safe_dump(tests))
+    proc2 = subprocess.run([require("promtool"), "test", "rules", str(tmp_path / "class.test.yaml")], capture_output=True, text=True)
+    assert proc2.returncode == 0, proc2.stdout + proc2.stderr
