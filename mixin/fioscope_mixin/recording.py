@@ -285,8 +285,10 @@ _REMOTE = "(?i:%(remoteModels)s|%(virtualModels)s)"
 _CLOUD = "(?i:%(cloudMachines)s)"
 # the machine's identity, from fioscope's own DMI reader or node_exporter's dmi collector (whichever is scraped)
 CLOUD_MACHINE = ("\n      or ".join(
-    [f'fioscope_machine_info{{%(fioSelector)s,{label}=~"{_CLOUD}"}}' for label in ("sys_vendor", "product_name", "chassis_asset_tag")]
-    + [f'node_dmi_info{{%(nodeSelector)s,{label}=~"{_CLOUD}"}}' for label in ("system_vendor", "product_name", "chassis_asset_tag")]))
+    [f'fioscope_machine_info{{%(fioSelector)s,{label}=~"{_CLOUD}"}}'
+     for label in ("sys_vendor", "product_name", "chassis_asset_tag", "bios_vendor")]
+    + [f'node_dmi_info{{%(nodeSelector)s,{label}=~"{_CLOUD}"}}'
+       for label in ("system_vendor", "product_name", "chassis_asset_tag", "bios_vendor")]))
 
 
 def physical_device(s: dict) -> Record:
