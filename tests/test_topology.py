@@ -179,7 +179,8 @@ def _link(link: Path, target: Path) -> None:
 def cloud_machine(tmp_path):
     """An Azure VM as its guest reads it: DMI with Azure's chassis asset tag; a remote NVMe data disk (nvme0n2 on
     the "MSFT NVMe Accelerator v1.0" controller), a local NVMe (nvme1n1, "Microsoft NVMe Direct Disk v2"), a SCSI
-    disk (sda) and an NVMe/TCP namespace (nvme2n1); blanks and a newline as the kernel pads them, a quote to escape."""
+    disk (sda), an NVMe/TCP namespace (nvme2n1) and an iSCSI LUN (sdb); blanks and a newline as the kernel pads them,
+    a quote to escape."""
     sys = tmp_path / "sys"
     dmi = sys / "devices" / "virtual" / "dmi" / "id"
     dmi.mkdir(parents=True)
@@ -211,6 +212,14 @@ def cloud_machine(tmp_path):
     _link(scsi / "subsystem", sys / "bus" / "scsi")
     _link(scsi / "driver", sys / "bus" / "scsi" / "drivers" / "sd")
     (scsi / "block" / "sda" / "device").symlink_to("../..")
+    # a LUN over iSCSI (OCI's block volumes attach so): the device sits under the iSCSI session
+    lun = sys / "devices" / "platform" / "host1" / "session1" / "target1:0:0" / "1:0:0:1"
+    _device(sys, "platform/host1/session1/target1:0:0/1:0:0:1/block", "sdb")
+    (lun / "vendor").write_text("ORACLE  \n")
+    (lun / "model").write_text("BlockVolume     \n")
+    _link(lun / "subsystem", sys / "bus" / "scsi")
+    _link(lun / "driver", sys / "bus" / "scsi" / "drivers" / "sd")
+    (lun / "block" / "sdb" / "device").symlink_to("../..")
     return sys
 
 
@@ -222,6 +231,7 @@ fioscope_disk_model_info{device="nvme0n2",model="MSFT NVMe Accelerator v1.0",ven
 fioscope_disk_model_info{device="nvme1n1",model="Microsoft NVMe Direct Disk v2",vendor=""} 1.0
 fioscope_disk_model_info{device="nvme2n1",model="Linux",vendor=""} 1.0
 fioscope_disk_model_info{device="sda",model="Virtual Disk",vendor="Msft"} 1.0
+fioscope_disk_model_info{device="sdb",model="BlockVolume",vendor="ORACLE"} 1.0
 # HELP fioscope_disk_bus_info Block device attachment from sysfs: bus (device/subsystem), driver, NVMe transport ("" where absent).
 # TYPE fioscope_disk_bus_info gauge
 fioscope_disk_bus_info{bus="nvme",device="nvme0n1",driver="nvme",transport="pcie"} 1.0
@@ -229,6 +239,7 @@ fioscope_disk_bus_info{bus="nvme",device="nvme0n2",driver="nvme",transport="pcie
 fioscope_disk_bus_info{bus="nvme",device="nvme1n1",driver="nvme",transport="pcie"} 1.0
 fioscope_disk_bus_info{bus="nvme",device="nvme2n1",driver="",transport="tcp"} 1.0
 fioscope_disk_bus_info{bus="scsi",device="sda",driver="sd",transport=""} 1.0
+fioscope_disk_bus_info{bus="scsi",device="sdb",driver="sd",transport="iscsi"} 1.0
 # HELP fioscope_machine_info The machine's identity from /sys/class/dmi/id ("" where absent): a provider's VM or bare metal.
 # TYPE fioscope_machine_info gauge
 fioscope_machine_info{bios_vendor="Microsoft \\"Hyper-V\\" UEFI",chassis_asset_tag="7783-7084-3265-9085-8269-3286-77",chassis_vendor="",\

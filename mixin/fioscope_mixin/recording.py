@@ -276,7 +276,7 @@ FIO_LOAD = Record(n.DISK_FIO_LOAD, "\nor ".join(
 # Provider cap or physical maximum: 1 for a device that is local hardware (its envelope is its own maximum); absent
 # for a provider's volume. The class from what the guest reads (docs/device-class.md), first answer wins: the
 # per-device override; instance storage named by its model (local on every cloud); a model/vendor naming a remote
-# volume, or an NVMe fabric transport (the provider's); a machine whose DMI names a cloud (every other device the
+# volume, or a network transport: NVMe-oF, iSCSI, FC (the provider's); a machine whose DMI names a cloud (every other device the
 # provider's: each instance family brings new models, a list of them is never complete); else a device with a
 # model is local hardware and one without (virtio, xvd, loop, nbd, rbd) the provider's. Case-insensitive throughout.
 PHYSICAL = n.DISK_PHYSICAL_DEVICE

@@ -37,6 +37,7 @@ model and its bus. Serial numbers and UUIDs are not published (identifying, and 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from prometheus_client.core import GaugeMetricFamily
@@ -83,12 +84,17 @@ class TopologyCollector:
         return _read(self.sys_block / device / "device" / name)
 
     def _bus(self, device: str) -> tuple[str, str, str]:
-        """(bus, driver, transport) of /sys/block/<device>/device: virtio/virtio_blk, scsi/sd, nvme/nvme with the
-        NVMe transport (pcie, or tcp/rdma/fc: a remote namespace over a fabric); "" each for loop, dm, md."""
+        """(bus, driver, transport) of /sys/block/<device>/device: virtio/virtio_blk, scsi/sd, nvme/nvme; the
+        transport is NVMe's own (pcie, or tcp/rdma/fc: a namespace over a fabric) or, for SCSI, iscsi or fc where the
+        device sits under an iSCSI session or an FC remote port (as lsblk's TRAN reads it); "" each for loop, dm, md."""
         dev = self.sys_block / device / "device"
         # an NVMe namespace's device is its controller (class nvme, no driver): the driver is on the PCI function
         driver = _link_name(dev / "driver") or _link_name(dev / "device" / "driver")
-        return _link_name(dev / "subsystem"), driver, self._sysfs(device, "transport")
+        transport = self._sysfs(device, "transport")
+        if not transport:
+            where = os.path.realpath(dev)
+            transport = "iscsi" if re.search(r"/session\d+/", where) else "fc" if re.search(r"/rport-[\d:-]+/", where) else ""
+        return _link_name(dev / "subsystem"), driver, transport
 
     def _machine(self) -> GaugeMetricFamily:
         machine = GaugeMetricFamily("fioscope_machine_info",
