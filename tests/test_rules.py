@@ -246,3 +246,29 @@ def test_every_rule_and_alert_is_named_in_names_py(tmp_path):
     assert set(names.THROTTLING_ALERTS) == {a for a in names.ALERTS if a.startswith("FioscopeDiskThrottled")}
     dashboards = {json.loads(p.read_text())["uid"] for p in (REPO / "dashboards").glob("*.json")}
     assert dashboards == set(names.DASHBOARD_UIDS.values())
+
+
+def test_per_device_class_override_comes_first(tmp_path):
+    """thresholds.disk_cap_per_device wins over every other answer (docs/device-class.md): instance storage declared a
+    provider's volume is one; a remote volume's model on a cloud machine declared physical is local hardware; the
+    devices not declared keep the machine's answer."""
+    promtool = require("promtool")
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "thresholds.disk_cap_per_device={nvme1n1: provider, sdb: physical}"])
+    assert proc.returncode == 0, proc.stderr
+
+    def info(name: str, **labels: str) -> dict:
+        pairs = {"job": "fioscope", "instance": "g:7963", "host": "g", **labels}
+        return {"series": name + "{" + ",".join(f'{k}="{v}"' for k, v in pairs.items()) + "}", "values": "1x8"}
+    series = [info("fioscope_machine_info", sys_vendor="Google", product_name="Google Compute Engine", chassis_asset_tag="",
+                   bios_vendor="", product_family="", chassis_vendor=""),
+              info("fioscope_disk_model_info", device="nvme1n1", vendor="", model="nvme_card"),
+              info("fioscope_disk_model_info", device="nvme2n1", vendor="", model="nvme_card1"),
+              info("fioscope_disk_model_info", device="sdb", vendor="Google", model="PersistentDisk"),
+              info("fioscope_disk_model_info", device="nvme3n1", vendor="", model="Contoso Volume")]  # not declared: the cloud's
+    test = {"rule_files": [str(tmp_path / "alerts" / "recording.rules.yaml")], "evaluation_interval": "15s",
+            "tests": [{"interval": "15s", "input_series": series, "promql_expr_test": [
+                {"expr": "fioscope:disk_physical_device", "eval_time": "1m", "exp_samples": [
+                    {"labels": f'fioscope:disk_physical_device{{device="{d}",host="g"}}', "value": 1} for d in ("nvme2n1", "sdb")]}]}]}
+    (tmp_path / "override.test.yaml").write_text(yaml.safe_dump(test))
+    proc = run([promtool, "test", "rules", str(tmp_path / "override.test.yaml")])
+    assert proc.returncode == 0, proc.stdout + proc.stderr

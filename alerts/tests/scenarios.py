@@ -117,6 +117,8 @@ class Device:
     model: Callable[[int, random.Random], Sample]
     discards: bool = True  # node_exporter has discard/flush series (kernel 4.18+/5.5+)
     hardware: tuple[str, str] | None = None  # (vendor, model) fioscope publishes from sysfs; None: no such series
+    # the host's DMI identity: (job publishing it, "fioscope" or "node", its labels); None: no such series
+    machine: tuple[str, dict[str, str]] | None = None
 
 
 @dataclass
@@ -314,6 +316,46 @@ SCENARIOS = [
              note="the reads' await (~50 ms) is under 5x the device's mean normal: it is judged against the reads' own"),
 ]
 
+# ---------------------------------------------------------------------------- device class from the machine (issue 25)
+# A device's class comes from the machine's DMI identity and the device's model (docs/device-class.md): NVMe-attached
+# remote volumes on each cloud's identity page at their cap; instance storage at its maximum, and an unknown NVMe on
+# bare metal, get only the info alert. Kept after the scenarios above so that their seeds stay as they are.
+GCP = ("fioscope", {"sys_vendor": "Google", "product_name": "Google Compute Engine", "chassis_asset_tag": ""})
+AZURE = ("node", {"system_vendor": "Microsoft Corporation", "product_name": "Virtual Machine",
+                  "chassis_asset_tag": "7783-7084-3265-9085-8269-3286-77"})  # node_exporter's dmi collector names it
+AWS = ("fioscope", {"sys_vendor": "Amazon EC2", "product_name": "m6id.large", "chassis_asset_tag": "Amazon EC2"})
+BARE_METAL = ("fioscope", {"sys_vendor": "Supermicro", "product_name": "SYS-1029U-TRT", "chassis_asset_tag": "To be filled by O.E.M."})
+CAP_250 = dual_cap(1e9, 250 * MIB, (MIB,), 30, 32)  # a 250 MiB/s volume cap, 1 MiB reads, 32 in flight
+
+
+def _remote(name: str, host: str, device: str, model: str, machine) -> Scenario:
+    return Scenario(name, [Device(host, device, after_onset(CAP_250, light_fast), hardware=("", model), machine=machine,
+                                  discards=False)],
+                    {n.ALERT_DISK_THROTTLED: (f"{host}/{device}", "is throttled at its provider's cap: reads flat at ~250/s")},
+                    {n.ALERT_DISK_THROTTLED: 120})
+
+
+def _local(name: str, host: str, device: str, model: str, machine) -> Scenario:
+    return Scenario(name, [Device(host, device, after_onset(nvme_streaming, light_nvme), hardware=("", model), machine=machine,
+                                  discards=False)],
+                    {n.ALERT_DISK_AT_PHYSICAL_MAXIMUM: (f"{host}/{device}", "runs at its own physical maximum")})
+
+
+DEVICE_CLASS_SCENARIOS = [
+    _remote("GCP Persistent Disk over NVMe (nvme_card-pd) capped at 250 MiB/s", "c1", "nvme0n2", "nvme_card-pd", GCP),
+    _remote("Azure remote NVMe disk (MSFT NVMe Accelerator v1.0) capped at 250 MiB/s", "c2", "nvme0n2",
+            "MSFT NVMe Accelerator v1.0", AZURE),
+    _remote("Azure remote NVMe disk, model in upper case, capped at 250 MiB/s", "c3", "nvme0n3", "MSFT NVME ACCELERATOR V1.0", AZURE),
+    _remote("EBS volume on an AWS identity capped at 250 MiB/s", "c4", "nvme1n1", "Amazon Elastic Block Store", AWS),
+    _remote("unknown NVMe model on a GCP identity capped at 250 MiB/s", "c5", "nvme0n3", "nvme_card-hd", GCP),
+    _local("AWS instance store at its physical maximum", "c6", "nvme1n1", "Amazon EC2 NVMe Instance Storage", AWS),
+    _local("GCP Local SSD (nvme_card0, C3) at its physical maximum", "c7", "nvme1n1", "nvme_card0", GCP),
+    _local("Azure local NVMe (Microsoft NVMe Direct Disk v2) at its physical maximum", "c8", "nvme1n1",
+           "Microsoft NVMe Direct Disk v2", AZURE),
+    _local("unknown NVMe on bare metal at its physical maximum", "c9", "nvme0n1", "Micron_7450_MTFDKBG3T8TFR", BARE_METAL),
+]
+SCENARIOS += DEVICE_CLASS_SCENARIOS
+
 COUNTERS = [  # node_exporter counter, per-second increment from a Sample
     ("node_disk_reads_completed_total", lambda s: s.r),
     ("node_disk_writes_completed_total", lambda s: s.w),
@@ -363,6 +405,10 @@ def input_series(only: list[Scenario] | None = None) -> list[dict]:
                 labels = (f'job="fioscope",instance="{dev.host}:7963",host="{dev.host}",device="{dev.device}",'
                           f'vendor="{dev.hardware[0]}",model="{dev.hardware[1]}"')
                 out.append({"series": f"fioscope_disk_model_info{{{labels}}}", "values": f"1x{steps}"})
+        for host, (job, identity) in {d.host: d.machine for d in sc.devices if d.machine}.items():
+            metric, port = ("fioscope_machine_info", 7963) if job == "fioscope" else ("node_dmi_info", 9100)
+            labels = f'job="{job}",instance="{host}:{port}",host="{host}",' + ",".join(f'{k}="{v}"' for k, v in identity.items())
+            out.append({"series": f"{metric}{{{labels}}}", "values": f"1x{steps}"})
         for host, device, parent in sc.topology:
             labels = f'job="fioscope",instance="{host}:7963",host="{host}",device="{device}",parent="{parent}"'
             out.append({"series": f"fioscope_disk_parent_info{{{labels}}}", "values": f"1x{steps}"})
@@ -553,9 +599,12 @@ VALUE_CHECKS = [
      "exp_samples": [{"labels": n.DISK_ENVELOPE_RATIO + _labels({**_S2, "ddir": "read", "window": "long"}), "value": 1}]},
     {"expr": 'fioscope:disk_request_size_bytes:irate{host="s2",ddir="read"}', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": f"fioscope:disk_request_size_bytes:irate{_labels({**_S2, 'ddir': 'read'})}", "value": 4096}]},
-    # d1 (EBS by its model) is a provider's volume, h5 (a Samsung 980 PRO) local hardware
+    # d1 (EBS by its model) is a provider's volume, h5 (a Samsung 980 PRO) local hardware; of the device-class
+    # scenarios, the instance storage and the bare-metal NVMe (the ones expected to reach their physical maximum)
     {"expr": n.DISK_PHYSICAL_DEVICE, "eval_time": VALUE_AT,
-     "exp_samples": [{"labels": n.DISK_PHYSICAL_DEVICE + _labels({"host": "h5", "device": "nvme0n1"}), "value": 1}]},
+     "exp_samples": [{"labels": n.DISK_PHYSICAL_DEVICE + _labels({"host": "h5", "device": "nvme0n1"}), "value": 1}]
+     + [{"labels": n.DISK_PHYSICAL_DEVICE + _labels({"host": d.host, "device": d.device}), "value": 1}
+        for sc in DEVICE_CLASS_SCENARIOS if n.ALERT_DISK_AT_PHYSICAL_MAXIMUM in sc.expect for d in sc.devices]},
     # s2's reads hold their envelope over the minute: the ceilings read this await
     {"expr": 'round(fioscope:disk_at_envelope_await_seconds{host="s2",ddir="read",window="long"}, 0.0001)', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": _labels({**_S2, "ddir": "read", "window": "long"}), "value": 0.256}]},

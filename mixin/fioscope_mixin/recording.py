@@ -273,19 +273,36 @@ FIO_LOAD = Record(n.DISK_FIO_LOAD, "\nor ".join(
     [_FIO_ON_DEVICE, _to_lower_layers(_FIO_ON_DEVICE), _to_lower_layers(_to_lower_layers(_FIO_ON_DEVICE)),
      _to_lower_layers(_to_lower_layers(_to_lower_layers(_FIO_ON_DEVICE)))]))
 
-# Provider cap or physical maximum: 1 for a device that is local hardware (its envelope is its own maximum),
-# from its sysfs model/vendor; a device without model and vendor (virtio, xvd, loop, nbd, rbd) or with a
-# virtual one is a provider's volume. thresholds.disk_cap_per_device overrides per device name.
+# Provider cap or physical maximum: 1 for a device that is local hardware (its envelope is its own maximum); absent
+# for a provider's volume. The class from what the guest reads (docs/device-class.md), first answer wins: the
+# per-device override; instance storage named by its model (local on every cloud); a model/vendor naming a remote
+# volume, or a network transport: NVMe-oF, iSCSI, FC (the provider's); a machine whose DMI names a cloud (every other device the
+# provider's: each instance family brings new models, a list of them is never complete); else a device with a
+# model is local hardware and one without (virtio, xvd, loop, nbd, rbd) the provider's. Case-insensitive throughout.
 PHYSICAL = n.DISK_PHYSICAL_DEVICE
+_MODEL = "fioscope_disk_model_info{%(fioSelector)s,"
+_REMOTE = "(?i:%(remoteModels)s|%(virtualModels)s)"
+_CLOUD = "(?i:%(cloudMachines)s)"
+# the machine's identity, from fioscope's own DMI reader or node_exporter's dmi collector (whichever is scraped)
+CLOUD_MACHINE = ("\n      or ".join(
+    [f'fioscope_machine_info{{%(fioSelector)s,{label}=~"{_CLOUD}"}}'
+     for label in ("sys_vendor", "product_name", "chassis_asset_tag", "bios_vendor")]
+    + [f'node_dmi_info{{%(nodeSelector)s,{label}=~"{_CLOUD}"}}'
+       for label in ("system_vendor", "product_name", "chassis_asset_tag", "bios_vendor")]))
 
 
 def physical_device(s: dict) -> Record:
     per_device = s["thresholds"].get("disk_cap_per_device") or {}
     physical = sorted(d for d, kind in per_device.items() if kind == "physical")
     forced = "|".join(sorted(per_device))
-    expr = ('max by (%(clusterLabels)shost, device) (\n  fioscope_disk_model_info{%(fioSelector)s,model!="",model!~"%(virtualModels)s"'
-            + (f',device!~"{forced}"' if forced else "") + "}\n"
-            '  unless fioscope_disk_model_info{%(fioSelector)s,vendor=~"%(virtualModels)s"}\n)')
+    not_forced = f',device!~"{forced}"' if forced else ""
+    expr = ('max by (%(clusterLabels)shost, device) (\n'
+            f'  {_MODEL}model=~"(?i:%(localModels)s)"{not_forced}}}\n'
+            f'  or (\n    {_MODEL}model!=""{not_forced}}}\n'
+            f'    unless {_MODEL}model=~"{_REMOTE}"}}\n'
+            f'    unless {_MODEL}vendor=~"{_REMOTE}"}}\n'
+            '    unless on (%(clusterLabels)shost, device) fioscope_disk_bus_info{%(fioSelector)s,transport=~"(?i:%(remoteTransports)s)"}\n'
+            f'    unless on (%(clusterLabels)shost) (\n      {CLOUD_MACHINE}\n    )\n  )\n)')
     if physical:
         expr += ('\nor max by (%(clusterLabels)shost, device) (fioscope_disk_model_info{%(fioSelector)s,device=~"'
                  + "|".join(physical) + '"} * 0 + 1)')

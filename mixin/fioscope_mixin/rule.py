@@ -52,6 +52,10 @@ def params(s: dict) -> dict[str, str]:
         "peakLookback": thr["peak_lookback"],
         "queueWindow": t["queue_window"],
         "virtualModels": thr["virtual_models"],
+        "localModels": thr["local_models"],
+        "remoteModels": thr["remote_models"],
+        "remoteTransports": thr["remote_transports"],
+        "cloudMachines": thr["cloud_machines"],
     }
     for key, value in list(t.items()) + [(f"throttle_{k}", v) for k, v in thr.items()]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
