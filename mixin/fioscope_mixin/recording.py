@@ -229,7 +229,8 @@ def at_envelope_await(window_name: str, window: str, ddir: str, iops: str, bytes
         f"and {ON} (\n  {_flat(iops, window)}\n  or {_flat(bytes_, window)}\n"
         f"  or (quantile_over_time(%(throttle_off_ceiling_share)s, {ENVELOPE}{_sel(ddir, window_name)}[{window}])"
         f" >= 1 - %(throttle_envelope_tolerance)s\n      and {ON} ({_size_spread(ddir, window)}))\n)"),
-        labels=(("window", window_name),))
+        # ddir as a label too (the expression carries it): promtool's duplicate-rules lint tells rules apart by name and labels
+        labels=(("ddir", ddir), ("window", window_name)))
 
 
 def ceilings(window_name: str, window: str, ddir: str, iops_dim: str, bytes_dim: str, iops: str, bytes_: str) -> list[Record]:
