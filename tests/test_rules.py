@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers.binaries import PROMETHEUS_LINES, require, require_prometheus
+from helpers.binaries import PROMETHEUS_LINES, require, require_prometheus, rule_tests_for
 from helpers.cli import run
 from helpers.paths import FIXTURES, REPO
 
@@ -46,7 +46,7 @@ def test_promtool_unit_tests(line):
     """Every rule test passes on Prometheus 2.42 and 3.x (3.x's range selectors are left-open: one evaluation's
     difference, which the generated detection test is robust to)."""
     promtool = require_prometheus("promtool", line)
-    tests = sorted((ALERTS / "tests").glob("*.test.yaml"))
+    tests = rule_tests_for(line, sorted((ALERTS / "tests").glob("*.test.yaml")))
     proc = run([promtool, "test", "rules", *map(str, tests)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("SUCCESS") == len(tests)

@@ -44,3 +44,16 @@ def require_prometheus(binary: str, line: str) -> str:
             pytest.fail(f"{path} is missing (CI must build Prometheus 3: scripts/setup.sh)")
         pytest.skip(f"{path} not built (scripts/setup.sh builds it)")
     return str(path)
+
+
+
+def rule_tests_for(line: str, paths: list[Path]) -> list[Path]:
+    """The promtool test files of Prometheus ``line``: a file generated for one line (X.prometheus3.test.yaml pins
+    3.x's evaluations) replaces its 2.42 twin (X.test.yaml) there and is left out elsewhere."""
+    def twin(path: Path, of: str) -> Path:
+        return path.with_name(path.name.replace(".test.yaml", f".prometheus{of}.test.yaml"))
+    generated = [p for p in paths if ".prometheus" in p.name]
+    plain = [p for p in paths if p not in generated]
+    if line == "2":
+        return plain
+    return [p for p in plain if twin(p, line) not in paths] + [p for p in generated if f".prometheus{line}." in p.name]
