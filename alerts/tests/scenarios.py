@@ -395,7 +395,16 @@ ISSUE25 = [
              {n.ALERT_DISK_STALLED: ("t2/vdb", "await 2.667s")}, {n.ALERT_DISK_STALLED: 90}),
     Scenario("healthy: paced application at a flat 2,000 reads/s on a fast NVMe",
              [Device("p1", "nvme0n1", after_onset(paced_flat, light_nvme), discards=False)], {}),
+    # the backup on more seeds (each device its own): a stream on its own pace, flat by chance now and then
+    Scenario("healthy: nightly sequential backup, six more seeds",
+             [Device("h8", f"vd{c}", after_onset(nightly_backup, light_fast), discards=False) for c in "bcdefg"], {}),
 ]
+
+
+def backup_seeds(count: int) -> list[Scenario]:
+    """The nightly backup control on ``count`` seeds, one scenario each (scenarios.py --backup-seeds)."""
+    return [Scenario(f"healthy: nightly sequential backup, seed {i}",
+                     [Device(f"b{i}", "vdb", after_onset(nightly_backup, light_fast), discards=False)], {}) for i in range(count)]
 SCENARIOS += ISSUE25
 
 COUNTERS = [  # node_exporter counter, per-second increment from a Sample
@@ -658,7 +667,8 @@ VALUE_CHECKS = [
     # rounded: Prometheus 3 extrapolates a rate in another order (999.9999999999998)
     {"expr": 'round(fioscope:disk_iops{host="s2"}, 0.001)', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": _labels(_S2), "value": 1000}]},
-    {"expr": f'round({n.DISK_BYTES_PER_SECOND}{{host="s2"}})', "eval_time": VALUE_AT, "exp_samples": [{"labels": _labels(_S2), "value": 4096000}]},
+    {"expr": f'round({n.DISK_BYTES_PER_SECOND}{{host="s2"}})', "eval_time": VALUE_AT,
+     "exp_samples": [{"labels": _labels(_S2), "value": 4096000}]},
     {"expr": 'round(fioscope:disk_await_seconds{host="s2"}, 0.0001)', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": _labels(_S2), "value": 0.256}]},
     {"expr": 'fioscope:disk_iops:irate{host="s2"}', "eval_time": VALUE_AT,
@@ -761,7 +771,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rules", type=Path, default=HERE.parent, help="directory with the generated rule files")
     parser.add_argument("--line", action="append", choices=sorted(OUT),
                         help="Prometheus line(s) to observe (default: 2.42 and, where built, 3.x)")
+    parser.add_argument("--backup-seeds", type=int, metavar="N",
+                        help="observe only the nightly backup control, on N seeds, and report how many page")
     args = parser.parse_args(argv)
+    if args.backup_seeds:
+        SCENARIOS[:] = backup_seeds(args.backup_seeds)
     lines_ = args.line or [line for line in sorted(OUT) if line == "2" or promtool_of(line)]
     if not args.line and len(lines_) < len(OUT):
         print(f"scenarios.py: Prometheus 3 is not built ({PROMETHEUS3_DIR}/promtool): observing 2.42 only", file=sys.stderr)
@@ -792,6 +806,11 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(rows_of))
     for p in problems:
         print(f"scenarios.py: {p}", file=sys.stderr)
+    if args.backup_seeds:
+        for line in lines_:
+            paged = {r.device for r in rows_of[line] if not r.expected and r.alert in THROTTLE_ALERTS}
+            print(f"Prometheus {LINE_NAMES[line]}: the backup control paged on {len(paged)} of {args.backup_seeds} seeds")
+        return 1 if problems else 0
     if problems:
         return 1
     if args.check:  # the expectations hold; the committed tests themselves run with the other promtool tests
