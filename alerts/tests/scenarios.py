@@ -682,11 +682,10 @@ VALUE_CHECKS = [
      "exp_samples": [{"labels": n.DISK_CEILING + _labels({**_S2, "window": "long", "dimension": d, "unit": "/s", "shape": "flat"}),
                       "value": v}
                      for d, v in (("reads", 700), ("writes", 300))]},
-    # s2's envelope: one request size, reads flat at their peaks (700/s, 2.73 MiB/s)
+    # s2's envelope: one request size, reads flat at their window's peaks
     *[{"expr": f'{name}{{host="s2",ddir="read",window="long"}}', "eval_time": VALUE_AT,
        "exp_samples": [{"labels": f"{name}{_labels({**_S2, 'ddir': 'read', 'window': 'long'})}", "value": v}]}
-      for name, v in ((n.DISK_ENVELOPE_IOPS_PEAK, 700), (n.DISK_ENVELOPE_BYTES_PEAK, 2867200),
-                      (n.DISK_ENVELOPE_IOPS_RATIO, 1), (n.DISK_ENVELOPE_BYTES_RATIO, 1))],
+      for name, v in ((n.DISK_ENVELOPE_IOPS_RATIO, 1), (n.DISK_ENVELOPE_BYTES_RATIO, 1))],
     {"expr": 'fioscope:disk_envelope_ratio{host="s2",ddir="read",window="long"}', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": n.DISK_ENVELOPE_RATIO + _labels({**_S2, "ddir": "read", "window": "long"}), "value": 1}]},
     {"expr": 'fioscope:disk_request_size_bytes:irate{host="s2",ddir="read"}', "eval_time": VALUE_AT,
@@ -697,6 +696,11 @@ VALUE_CHECKS = [
     # s2's reads hold their envelope over the minute: the ceilings read this await
     {"expr": 'round(fioscope:disk_at_envelope_await_seconds{host="s2",ddir="read",window="long"}, 0.0001)', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": _labels({**_S2, "ddir": "read", "window": "long"}), "value": 0.256}]},
+    # ... and its reads' rate flat there: the mean the ceiling names (its bytes/s too; no such mean for a direction not held)
+    {"expr": f'{n.DISK_HELD_FLAT_MEAN}{{host="s2",ddir="read",window="long"}}', "eval_time": VALUE_AT,
+     "exp_samples": [{"labels": n.DISK_HELD_FLAT_MEAN + _labels({**_S2, "ddir": "read", "window": "long", "rate": r}), "value": v}
+                     for r, v in (("bytes", 2867200), ("iops", 700))]},
+    {"expr": f'{n.DISK_HELD_FLAT_MEAN}{{host="h1"}}', "eval_time": VALUE_AT, "exp_samples": []},
     # s2 capped: saturated (util 1, a deep queue) and slow in each direction
     {"expr": 'round(fioscope:disk_slow_saturated_await_seconds{host="s2"}, 0.0001)', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": _labels({**_S2, "ddir": d}), "value": v} for d, v in (("read", 0.256), ("write", 0.256), ("all", 0.256))]},

@@ -65,12 +65,13 @@ DISK_STEP_DOWN_RATIO = "fioscope:disk_step_down_ratio"
 # requests in flight on average while the device is stalled (absent otherwise): FioscopeDiskStalled's value
 DISK_STALLED_IN_FLIGHT = "fioscope:disk_stalled_in_flight"
 # the envelope: each window's IOPS and bytes/s peaks and each scrape's place against them (docs/runbook.md)
-DISK_ENVELOPE_IOPS_PEAK = "fioscope:disk_envelope_iops_peak"
-DISK_ENVELOPE_BYTES_PEAK = "fioscope:disk_envelope_bytes_peak"
 DISK_ENVELOPE_IOPS_RATIO = "fioscope:disk_envelope_iops_ratio"
 DISK_ENVELOPE_BYTES_RATIO = "fioscope:disk_envelope_bytes_ratio"
 DISK_ENVELOPE_RATIO = "fioscope:disk_envelope_ratio"
 DISK_AT_ENVELOPE_AWAIT_SECONDS = "fioscope:disk_at_envelope_await_seconds"
+# the window's mean rate (label rate="iops" or "bytes") where a direction holds its envelope with that rate flat: the
+# ceilings read it (each computed the flatness again: 28 range functions per direction and window)
+DISK_HELD_FLAT_MEAN = "fioscope:disk_held_flat_mean"
 DISK_REQUEST_SIZE_BYTES_IRATE = "fioscope:disk_request_size_bytes:irate"
 DISK_PHYSICAL_DEVICE = "fioscope:disk_physical_device"  # local hardware (sysfs model/vendor, or the per-device override)
 DISK_DECLARED_LIMIT_RATIO = "fioscope:disk_declared_limit_ratio"  # only with thresholds.disk_limits

@@ -190,7 +190,6 @@ WINDOWS = [("short", "%(fioWindow)s"), ("long", "%(window)s")]
 # a repeated one, are "flat" by construction
 WINDOW_SAMPLES = {"short": "%(fioWindowSamples)s", "long": "%(windowSamples)s"}
 IOPS_RATIO, BYTES_RATIO = n.DISK_ENVELOPE_IOPS_RATIO, n.DISK_ENVELOPE_BYTES_RATIO
-IOPS_PEAK, BYTES_PEAK = n.DISK_ENVELOPE_IOPS_PEAK, n.DISK_ENVELOPE_BYTES_PEAK
 ENVELOPE = n.DISK_ENVELOPE_RATIO
 REQUEST_SIZE = n.DISK_REQUEST_SIZE_BYTES_IRATE
 
@@ -212,10 +211,9 @@ def envelope_records(window_name: str, window: str, ddir: str, iops: str, bytes_
     i, b = IOPS_RATIO + sel, BYTES_RATIO + sel
     spread = _size_spread(ddir, window)
     return [
-        Record(IOPS_PEAK, f"max_over_time({iops}[{window}])", labels=labels),
-        Record(BYTES_PEAK, f"max_over_time({bytes_}[{window}])", labels=labels),
-        Record(IOPS_RATIO, f"{iops} / ignoring (ddir, window) clamp_min({IOPS_PEAK}{sel}, %(throttle_min_iops)s)", labels=labels),
-        Record(BYTES_RATIO, f"{bytes_} / ignoring (ddir, window) clamp_min({BYTES_PEAK}{sel}, %(throttle_min_bytes_per_second)s)", labels=labels),
+        # the peaks inline: nothing else reads them (recorded, they were 12 series a device)
+        Record(IOPS_RATIO, f"{iops} / clamp_min(max_over_time({iops}[{window}]), %(throttle_min_iops)s)", labels=labels),
+        Record(BYTES_RATIO, f"{bytes_} / clamp_min(max_over_time({bytes_}[{window}]), %(throttle_min_bytes_per_second)s)", labels=labels),
         # at one peak (max of the two), or on the line between them while the request size varies in the window
         # (with one size, iops/peak = bytes/peak and the line would accept half the peak)
         Record(ENVELOPE, f"clamp_max(\n  ({i} + {b} >= 1) and {ON} ({spread})\n  or ({i} >= {b})\n  or {b},\n1)", labels=labels),
@@ -252,6 +250,18 @@ def at_envelope_await(window_name: str, window: str, ddir: str, iops: str, bytes
         labels=(("ddir", ddir), ("window", window_name)))
 
 
+HELD_FLAT = n.DISK_HELD_FLAT_MEAN
+
+
+def held_flat(window_name: str, window: str, ddir: str, iops: str, bytes_: str) -> list[Record]:
+    """Each rate's mean over the window where the direction holds its envelope and the rate is flat enough to be named
+    "flat" (absent otherwise): computed once, read by the four ceilings of the direction and window."""
+    held = f'{AT_ENVELOPE}{{ddir="{ddir}",window="{window_name}"}}'
+    return [Record(HELD_FLAT, f"avg_over_time({rate}[{window}])\nand {ON} ({_named_flat(rate, window)})\nand {ON} {held}",
+                   labels=(("ddir", ddir), ("window", window_name), ("rate", name)))
+            for name, rate in (("iops", iops), ("bytes", bytes_))]
+
+
 def ceilings(window_name: str, window: str, ddir: str, iops_dim: str, bytes_dim: str, iops: str, bytes_: str) -> list[Record]:
     """The inferred ceilings of one direction: the IOPS and/or bytes/s the device is held at.
 
@@ -259,21 +269,25 @@ def ceilings(window_name: str, window: str, ddir: str, iops_dim: str, bytes_dim:
     (with one size an IOPS and a bandwidth cap look the same: the IOPS are named); bytes/s flat while IOPS swing:
     the bandwidth ceiling. shape="envelope": neither flat but every scrape on the envelope: both caps bind in
     turn, both peaks are named."""
-    flat_i, flat_b = _named_flat(iops, window), _named_flat(bytes_, window)
+    def flat(rate: str) -> str:  # the held flat mean, without its own labels (the ceiling's are the device's)
+        return f'max without (ddir, window, rate) ({HELD_FLAT}{{ddir="{ddir}",window="{window_name}",rate="{rate}"}})'
+    flat_i, flat_b = flat("iops"), flat("bytes")
     held = f'{AT_ENVELOPE}{{ddir="{ddir}",window="{window_name}"}}'
     better = ""
     if ddir == "all":  # a total is named only when no direction explains it
         better = (f'\nunless {ON} fioscope:disk_ceiling{{window="{window_name}",'
                   f'dimension=~"reads|writes|read throughput|write throughput"}}')
-    floor_i = f"and {ON} max_over_time({iops}[{window}]) >= %(throttle_min_iops)s\nand {ON} {held}"
-    floor_b = f"and {ON} max_over_time({bytes_}[{window}]) >= %(throttle_min_bytes_per_second)s\nand {ON} {held}"
+    floor_i = f"and {ON} max_over_time({iops}[{window}]) >= %(throttle_min_iops)s"
+    floor_b = f"and {ON} max_over_time({bytes_}[{window}]) >= %(throttle_min_bytes_per_second)s"
     # the peaks named: over the longer window (a short one may hold one request size and a scrape mixing two)
     peak_window = WINDOWS[-1][1]
-    shapes = [  # (value, dimension, unit, shape)
-        (f"avg_over_time({iops}[{window}])\nand {ON} ({flat_i})\n{floor_i}", iops_dim, "/s", "flat"),
-        (f"avg_over_time({bytes_}[{window}])\nand {ON} ({flat_b})\nunless {ON} ({flat_i})\n{floor_b}", bytes_dim, "B/s", "flat"),
-        (f"max_over_time({iops}[{peak_window}])\nunless {ON} ({flat_i})\nunless {ON} ({flat_b})\n{floor_i}", iops_dim, "/s", "envelope"),
-        (f"max_over_time({bytes_}[{peak_window}])\nunless {ON} ({flat_i})\nunless {ON} ({flat_b})\n{floor_b}", bytes_dim, "B/s", "envelope"),
+    shapes = [  # (value, dimension, unit, shape); a held flat mean implies the held envelope
+        (f"{flat_i}\n{floor_i}", iops_dim, "/s", "flat"),
+        (f"{flat_b}\nunless {ON} {flat_i}\n{floor_b}", bytes_dim, "B/s", "flat"),
+        (f"max_over_time({iops}[{peak_window}])\nunless {ON} {flat_i}\nunless {ON} {flat_b}\n{floor_i}\nand {ON} {held}",
+         iops_dim, "/s", "envelope"),
+        (f"max_over_time({bytes_}[{peak_window}])\nunless {ON} {flat_i}\nunless {ON} {flat_b}\n{floor_b}\nand {ON} {held}",
+         bytes_dim, "B/s", "envelope"),
     ]
     return [Record(n.DISK_CEILING, expr + better,
                    labels=(("window", window_name), ("dimension", dim), ("unit", unit), ("shape", shape)))
@@ -319,6 +333,7 @@ def ceiling_records(s: dict) -> list[Record]:
         for ddir, _, _, iops, bytes_ in PAIRS:
             records += envelope_records(name, window, ddir, iops, bytes_)
             records.append(at_envelope_await(name, window, ddir, iops, bytes_))
+            records += held_flat(name, window, ddir, iops, bytes_)
         for pair in PAIRS:
             records += ceilings(name, window, *pair)
     # burst credits spent: IOPS *and* bytes/s fell to a fraction of their peaks (a request size that changes moves
