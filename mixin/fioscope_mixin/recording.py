@@ -101,6 +101,20 @@ HELPERS = [
     Record(n.DISK_UTIL_RATIO_IRATE, _irate("node_disk_io_time_seconds_total")),
 ]
 
+# Stalled: requests in flight (the in-flight gauge, averaged over the stall window) and (almost) none completing: fewer
+# than max_iops a second, or so few that each waits request_seconds by Little's law (in flight / completions); or await
+# in seconds while the IOPS collapsed. Not util or aqu-sz: the kernel updates busy time only when a request starts or
+# completes, so both under-report a stall (util 25 % with 32 in flight).
+IN_FLIGHT = "avg_over_time(node_disk_io_now{%(diskSelector)s}[%(stallWindow)s])"
+STALLED = Record(n.DISK_STALLED_IN_FLIGHT, (
+    f"{IN_FLIGHT} >= %(stall_min_in_flight)s\nand {ON} (\n"
+    "  fioscope:disk_iops < %(stall_max_iops)s\n"
+    f"  or {IN_FLIGHT} / fioscope:disk_iops >= %(stall_request_seconds)s\n"
+    "  or (fioscope:disk_await_seconds >= %(stall_await_seconds)s\n"
+    f"      and {ON} (fioscope:disk_iops <= %(stall_collapse_ratio)s * max_over_time(fioscope:disk_iops[%(stepDownLookback)s])\n"
+    # once stalled, stalled while the await stays in seconds (the collapse leaves the lookback's peak after a while)
+    f"                 or max_over_time({n.DISK_STALLED_IN_FLIGHT}[%(stepDownLookback)s])))\n)"))
+
 # the device's own normal, from 1m averages recorded once a minute (a 6h quantile over every
 # 15 s sample of every device would dominate the rule cost of a fleet). Unsaturated means every scrape the
 # average draws on: the await is a rate-window average, so right after a deep-queue load it still holds that
@@ -171,8 +185,11 @@ PAIRS = [
 ]
 # short: the window while fio loads the device; long: any workload
 WINDOWS = [("short", "%(fioWindow)s"), ("long", "%(window)s")]
+# the scrapes each window must hold before it decides, counted on a counter as scraped: a per-scrape rate repeats its last
+# value for up to its range after a scrape gap (range functions skip staleness markers), and one or two samples, or
+# a repeated one, are "flat" by construction
+WINDOW_SAMPLES = {"short": "%(fioWindowSamples)s", "long": "%(windowSamples)s"}
 IOPS_RATIO, BYTES_RATIO = n.DISK_ENVELOPE_IOPS_RATIO, n.DISK_ENVELOPE_BYTES_RATIO
-IOPS_PEAK, BYTES_PEAK = n.DISK_ENVELOPE_IOPS_PEAK, n.DISK_ENVELOPE_BYTES_PEAK
 ENVELOPE = n.DISK_ENVELOPE_RATIO
 REQUEST_SIZE = n.DISK_REQUEST_SIZE_BYTES_IRATE
 
@@ -194,10 +211,9 @@ def envelope_records(window_name: str, window: str, ddir: str, iops: str, bytes_
     i, b = IOPS_RATIO + sel, BYTES_RATIO + sel
     spread = _size_spread(ddir, window)
     return [
-        Record(IOPS_PEAK, f"max_over_time({iops}[{window}])", labels=labels),
-        Record(BYTES_PEAK, f"max_over_time({bytes_}[{window}])", labels=labels),
-        Record(IOPS_RATIO, f"{iops} / ignoring (ddir, window) clamp_min({IOPS_PEAK}{sel}, %(throttle_min_iops)s)", labels=labels),
-        Record(BYTES_RATIO, f"{bytes_} / ignoring (ddir, window) clamp_min({BYTES_PEAK}{sel}, %(throttle_min_bytes_per_second)s)", labels=labels),
+        # the peaks inline: nothing else reads them (recorded, they were 12 series a device)
+        Record(IOPS_RATIO, f"{iops} / clamp_min(max_over_time({iops}[{window}]), %(throttle_min_iops)s)", labels=labels),
+        Record(BYTES_RATIO, f"{bytes_} / clamp_min(max_over_time({bytes_}[{window}]), %(throttle_min_bytes_per_second)s)", labels=labels),
         # at one peak (max of the two), or on the line between them while the request size varies in the window
         # (with one size, iops/peak = bytes/peak and the line would accept half the peak)
         Record(ENVELOPE, f"clamp_max(\n  ({i} + {b} >= 1) and {ON} ({spread})\n  or ({i} >= {b})\n  or {b},\n1)", labels=labels),
@@ -225,11 +241,25 @@ def at_envelope_await(window_name: str, window: str, ddir: str, iops: str, bytes
     window: a phase of one request size is at its own envelope). Recorded once; every ceiling of the direction reads it."""
     return Record(AT_ENVELOPE, (
         f'{SLOW_SATURATED}{{ddir="{ddir}"}}\n'
+        f"and {ON} count_over_time(node_disk_reads_completed_total{{%(diskSelector)s}}[{window}]) >= {WINDOW_SAMPLES[window_name]}\n"
         f"and {ON} quantile_over_time(%(throttle_off_ceiling_share)s, fioscope:disk_util_ratio:irate[{window}]) >= %(throttle_util_min_ratio)s\n"
         f"and {ON} (\n  {_flat(iops, window)}\n  or {_flat(bytes_, window)}\n"
         f"  or (quantile_over_time(%(throttle_off_ceiling_share)s, {ENVELOPE}{_sel(ddir, window_name)}[{window}])"
         f" >= 1 - %(throttle_envelope_tolerance)s\n      and {ON} ({_size_spread(ddir, window)}))\n)"),
-        labels=(("window", window_name),))
+        # ddir as a label too (the expression carries it): promtool's duplicate-rules lint tells rules apart by name and labels
+        labels=(("ddir", ddir), ("window", window_name)))
+
+
+HELD_FLAT = n.DISK_HELD_FLAT_MEAN
+
+
+def held_flat(window_name: str, window: str, ddir: str, iops: str, bytes_: str) -> list[Record]:
+    """Each rate's mean over the window where the direction holds its envelope and the rate is flat enough to be named
+    "flat" (absent otherwise): computed once, read by the four ceilings of the direction and window."""
+    held = f'{AT_ENVELOPE}{{ddir="{ddir}",window="{window_name}"}}'
+    return [Record(HELD_FLAT, f"avg_over_time({rate}[{window}])\nand {ON} ({_named_flat(rate, window)})\nand {ON} {held}",
+                   labels=(("ddir", ddir), ("window", window_name), ("rate", name)))
+            for name, rate in (("iops", iops), ("bytes", bytes_))]
 
 
 def ceilings(window_name: str, window: str, ddir: str, iops_dim: str, bytes_dim: str, iops: str, bytes_: str) -> list[Record]:
@@ -239,21 +269,25 @@ def ceilings(window_name: str, window: str, ddir: str, iops_dim: str, bytes_dim:
     (with one size an IOPS and a bandwidth cap look the same: the IOPS are named); bytes/s flat while IOPS swing:
     the bandwidth ceiling. shape="envelope": neither flat but every scrape on the envelope: both caps bind in
     turn, both peaks are named."""
-    flat_i, flat_b = _named_flat(iops, window), _named_flat(bytes_, window)
+    def flat(rate: str) -> str:  # the held flat mean, without its own labels (the ceiling's are the device's)
+        return f'max without (ddir, window, rate) ({HELD_FLAT}{{ddir="{ddir}",window="{window_name}",rate="{rate}"}})'
+    flat_i, flat_b = flat("iops"), flat("bytes")
     held = f'{AT_ENVELOPE}{{ddir="{ddir}",window="{window_name}"}}'
     better = ""
     if ddir == "all":  # a total is named only when no direction explains it
         better = (f'\nunless {ON} fioscope:disk_ceiling{{window="{window_name}",'
                   f'dimension=~"reads|writes|read throughput|write throughput"}}')
-    floor_i = f"and {ON} max_over_time({iops}[{window}]) >= %(throttle_min_iops)s\nand {ON} {held}"
-    floor_b = f"and {ON} max_over_time({bytes_}[{window}]) >= %(throttle_min_bytes_per_second)s\nand {ON} {held}"
+    floor_i = f"and {ON} max_over_time({iops}[{window}]) >= %(throttle_min_iops)s"
+    floor_b = f"and {ON} max_over_time({bytes_}[{window}]) >= %(throttle_min_bytes_per_second)s"
     # the peaks named: over the longer window (a short one may hold one request size and a scrape mixing two)
     peak_window = WINDOWS[-1][1]
-    shapes = [  # (value, dimension, unit, shape)
-        (f"avg_over_time({iops}[{window}])\nand {ON} ({flat_i})\n{floor_i}", iops_dim, "/s", "flat"),
-        (f"avg_over_time({bytes_}[{window}])\nand {ON} ({flat_b})\nunless {ON} ({flat_i})\n{floor_b}", bytes_dim, "B/s", "flat"),
-        (f"max_over_time({iops}[{peak_window}])\nunless {ON} ({flat_i})\nunless {ON} ({flat_b})\n{floor_i}", iops_dim, "/s", "envelope"),
-        (f"max_over_time({bytes_}[{peak_window}])\nunless {ON} ({flat_i})\nunless {ON} ({flat_b})\n{floor_b}", bytes_dim, "B/s", "envelope"),
+    shapes = [  # (value, dimension, unit, shape); a held flat mean implies the held envelope
+        (f"{flat_i}\n{floor_i}", iops_dim, "/s", "flat"),
+        (f"{flat_b}\nunless {ON} {flat_i}\n{floor_b}", bytes_dim, "B/s", "flat"),
+        (f"max_over_time({iops}[{peak_window}])\nunless {ON} {flat_i}\nunless {ON} {flat_b}\n{floor_i}\nand {ON} {held}",
+         iops_dim, "/s", "envelope"),
+        (f"max_over_time({bytes_}[{peak_window}])\nunless {ON} {flat_i}\nunless {ON} {flat_b}\n{floor_b}\nand {ON} {held}",
+         bytes_dim, "B/s", "envelope"),
     ]
     return [Record(n.DISK_CEILING, expr + better,
                    labels=(("window", window_name), ("dimension", dim), ("unit", unit), ("shape", shape)))
@@ -310,12 +344,13 @@ def physical_device(s: dict) -> Record:
 
 
 def ceiling_records(s: dict) -> list[Record]:
-    records = [FIO_LOAD, physical_device(s)] + SLOW_AWAITS
+    records = [FIO_LOAD, physical_device(s), STALLED] + SLOW_AWAITS
     records += [Record(REQUEST_SIZE, f"{bytes_} / ({iops} > 0)", labels=(("ddir", ddir),)) for ddir, _, _, iops, bytes_ in PAIRS]
     for name, window in WINDOWS:
         for ddir, _, _, iops, bytes_ in PAIRS:
             records += envelope_records(name, window, ddir, iops, bytes_)
             records.append(at_envelope_await(name, window, ddir, iops, bytes_))
+            records += held_flat(name, window, ddir, iops, bytes_)
         for pair in PAIRS:
             records += ceilings(name, window, *pair)
     # burst credits spent: IOPS *and* bytes/s fell to a fraction of their peaks (a request size that changes moves
