@@ -82,6 +82,22 @@ class Prometheus:
         return cls(root, write_stack_files(root, [*overrides, f"stack.ports.prometheus={port}"]), port, extra_args)
 
     @classmethod
+    def shards(cls, root: Path, overrides: list[str], shards: int) -> list[Prometheus]:
+        """``shards`` Prometheus shards from the generated prometheus-shard-<i>.yml (fleet.shards), shard i on the
+        generated port (a free base port + i), its TSDB under root/shard-<i>; all stopped if one does not start."""
+        base = free_port()
+        config = write_stack_files(root, [*overrides, f"fleet.shards={shards}", f"stack.ports.prometheus={base}"]).parent
+        started: list[Prometheus] = []
+        try:
+            for i in range(shards):
+                started.append(cls(root / f"shard-{i}", config / f"prometheus-shard-{i}.yml", base + i))
+        except BaseException:
+            for prom in started:
+                prom.stop()
+            raise
+        return started
+
+    @classmethod
     def scraping(cls, root: Path, scrape_configs: list[dict], interval: str = "1s") -> Prometheus:
         """With a config of only ``scrape_configs``, scraping and evaluating every ``interval``."""
         root.mkdir(parents=True, exist_ok=True)
