@@ -52,8 +52,10 @@ def node_exporter_flags() -> list[str]:
 
 class NativeStack:
     def __init__(self, data_dir: Path, overrides: list[str] | None = None, fioscope_config: Path | None = None,
-                 env: dict[str, str] | None = None, fioscope_command: list[str] | None = None):
+                 env: dict[str, str] | None = None, fioscope_command: list[str] | None = None,
+                 without: tuple[str, ...] = ()):
         self.data_dir = data_dir.resolve()
+        self.without = without  # services not started (a benchmark plays the exporters itself)
         self.overrides = overrides or []
         try:
             self.settings = load_settings(self.overrides)
@@ -148,6 +150,8 @@ class NativeStack:
         Path(env["FIOSCOPE_TARGET_DIR"]).mkdir(parents=True, exist_ok=True)
         try:
             for name, cmd in self.commands().items():  # dependencies first, Prometheus last (as compose's depends_on)
+                if name in self.without:
+                    continue
                 self.procs[name] = subprocess.Popen(cmd, stdout=(logs / f"{name}.log").open("w"), stderr=subprocess.STDOUT,
                                                     env=env, cwd=self.data_dir, start_new_session=True)
                 self._wait_healthy(name, timeout)

@@ -12,18 +12,19 @@ import yaml
 
 from helpers.binaries import first_installed
 from helpers.native_stack import write_stack_files
-from helpers.net import free_port, wait_for
+from helpers.net import free_port, free_port_block, wait_for
 
 
 class PromClient:
     """Prometheus' HTTP API at ``base``: instant and range queries, targets, rule groups."""
 
-    def __init__(self, base: str):
+    def __init__(self, base: str, timeout: float = 10):
         self.base = base
+        self.timeout = timeout
 
     def _get(self, path: str, params: dict | None = None) -> dict:
         url = f"{self.base}{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
-        with urllib.request.urlopen(url, timeout=10) as r:
+        with urllib.request.urlopen(url, timeout=self.timeout) as r:
             body = json.load(r)
         assert body["status"] == "success", body
         return body["data"]
@@ -85,7 +86,7 @@ class Prometheus:
     def shards(cls, root: Path, overrides: list[str], shards: int) -> list[Prometheus]:
         """``shards`` Prometheus shards from the generated prometheus-shard-<i>.yml (fleet.shards), shard i on the
         generated port (a free base port + i), its TSDB under root/shard-<i>; all stopped if one does not start."""
-        base = free_port()
+        base = free_port_block(shards)
         config = write_stack_files(root, [*overrides, f"fleet.shards={shards}", f"stack.ports.prometheus={base}"]).parent
         started: list[Prometheus] = []
         try:
