@@ -324,7 +324,8 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
             "rss_mib": deployment.rss("prometheus"),
             "thanos_rss_mib": deployment.rss("sidecar") + deployment.rss("thanos-query"),
             "dashboards": (len(latencies), sum(latencies), max(latencies, default=0.0), len(dashboard_queries())),
-            "alert_after": alert_after, "alert_wait": alert_wait, "alert": alert["labels"] if alert else None, "minutes": (time.time() - started) / 60,
+            "alert_after": alert_after, "alert_wait": alert_wait, "alert": alert["labels"] if alert else None,
+            "minutes": (time.time() - started) / 60,
         }
     finally:
         deployment.stop()
