@@ -49,6 +49,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 from fioscope_mixin.hosts import host_groups  # noqa: E402
 from fioscope_mixin.units import parse_duration as seconds  # noqa: E402
+from helpers.dashboard_queries import dashboard_queries, substitute  # noqa: E402
 from helpers.native_stack import NativeStack  # noqa: E402
 from helpers.net import free_port, free_port_block, wait_for  # noqa: E402
 from helpers.prometheus import PromClient  # noqa: E402
@@ -180,24 +181,9 @@ DASHBOARD_VARIABLES = {"host": CAPPED_HOST, "__rate_interval": "1m", "device": "
 TIMEOUT = 120  # per API call: a loaded Prometheus answers late, never not at all
 
 
-def dashboard_queries() -> list[str]:
+def panel_queries() -> list[str]:
     """Every panel query of the generated dashboards, for one host and all of its devices (as Grafana asks them)."""
-    found: list[str] = []
-
-    def walk(node) -> None:
-        if isinstance(node, dict):
-            if isinstance(node.get("expr"), str):
-                found.append(node["expr"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    for path in sorted((REPO / "dashboards").glob("*.json")):
-        walk(json.loads(path.read_text()))
-    pattern = re.compile(r"\$\{?(" + "|".join(DASHBOARD_VARIABLES) + r")\}?(?![A-Za-z0-9_])")
-    return [pattern.sub(lambda m: DASHBOARD_VARIABLES[m.group(1)], expr) for expr in found]
+    return [substitute(expr, DASHBOARD_VARIABLES) for _, _, expr, _ in dashboard_queries()]
 
 
 def rss_mib(pid: int) -> float:
@@ -311,7 +297,7 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
                 break
             time.sleep(1)
         latencies = []
-        for expr in dashboard_queries():
+        for expr in panel_queries():
             t0 = time.time()
             if safe(lambda expr=expr: q.query(expr)) is not None:
                 latencies.append(time.time() - t0)
@@ -323,7 +309,7 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
             "rules": sorted(((statistics.mean(v), name) for name, v in rules.items()), reverse=True),
             "rss_mib": deployment.rss("prometheus"),
             "thanos_rss_mib": deployment.rss("sidecar") + deployment.rss("thanos-query"),
-            "dashboards": (len(latencies), sum(latencies), max(latencies, default=0.0), len(dashboard_queries())),
+            "dashboards": (len(latencies), sum(latencies), max(latencies, default=0.0), len(panel_queries())),
             "alert_after": alert_after, "alert_wait": alert_wait, "alert": alert["labels"] if alert else None,
             "minutes": (time.time() - started) / 60,
         }
