@@ -19,12 +19,20 @@ from fioscope_mixin.settings import load_settings
 from fioscope_mixin.stack import shard_of
 from helpers.dashboard_queries import dashboard_queries, substitute
 from helpers.fleet import run_hosts
-from helpers.lab import CAP_SCRAPE_INTERVAL, E2E_SETTINGS, THROTTLE, e2e_overrides, lab_lock, require_root_lab, started, webhook_receiver
+from helpers.lab import (
+    CAP_SCRAPE_INTERVAL,
+    E2E_SETTINGS,
+    THROTTLE,
+    e2e_overrides,
+    fleet_host,
+    lab_lock,
+    require_root_lab,
+    started,
+    webhook_receiver,
+)
 from helpers.native_stack import NativeStack
 from helpers.net import free_port, free_port_block, wait_for
-from helpers.processes import Exporter, NodeExporter
 from helpers.prometheus import PromClient
-from helpers.results import config_with_targets
 
 pytestmark = pytest.mark.e2e
 
@@ -59,14 +67,8 @@ def test_two_shards_under_thanos_page_through_one_alertmanager_and_answer_the_da
     with lab_lock(), webhook_receiver() as webhook:
         try:
             for host, kind in ((capped, "throttled"), (healthy, "healthy")):
-                made[host] = disk = lab.up(kind, name=host, size="1G", state_dir=state)
-                (tmp_path / host).mkdir()
-                config = config_with_targets(tmp_path / host / "fioscope.yaml", [
-                    {"name": "lab", "directory": disk.mountpoint, "cgroup": disk.cgroup}])
-                config.write_text(config.read_text() + "schedule:\n- {job: cloud-sla-70-30, target: lab, start_delay: 20s, env: "
-                                  + "{" + ", ".join(f"{k}: '{v}'" for k, v in LOAD.items()) + "}}\n")
-                running.append(Exporter(tmp_path / host, config=config, results=tmp_path / host / "results"))
-                running.append(NodeExporter(tmp_path / host / "node.log", device_include=f"^{disk.device_name}$"))
+                made[host], exporter, node = fleet_host(tmp_path, host, kind, state, LOAD)
+                running += [exporter, node]
             exporter_a, node_a, exporter_b, node_b = running
             hosts = tmp_path / "hosts"
             added = run_hosts("--dir", hosts, "add", healthy, node_b.address, f"127.0.0.1:{exporter_b.port}")
