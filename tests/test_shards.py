@@ -7,6 +7,9 @@ tests/test_e2e_shards.py.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import yaml
 from fioscope_mixin import prometheus
@@ -90,3 +93,25 @@ def test_a_host_added_while_the_shards_run_lands_on_exactly_one_shard(tmp_path):
     finally:
         for prom in shards:
             prom.stop()
+
+
+PROMTOOL_3 = Path.home() / ".cache" / "fioscope" / "prometheus-v0.316.0" / "promtool"
+
+
+def test_native_histograms_with_custom_buckets_are_an_option_of_the_fioscope_job_for_prometheus_3(tmp_path):
+    def jobs(*overrides: str) -> dict[str, dict]:
+        config = yaml.safe_load(prometheus.render(load_settings(list(overrides)))["provisioning/prometheus/prometheus.yml"])
+        return {job["job_name"]: job for job in config["scrape_configs"]}
+
+    # off by default: Prometheus 2 refuses the key, and the rules and dashboards read the classic _bucket series
+    assert not any("convert_classic_histograms_to_nhcb" in job for job in jobs().values())
+    on = jobs("stack.convert_classic_histograms_to_nhcb=true")
+    assert [name for name, job in on.items() if job.get("convert_classic_histograms_to_nhcb") is True] == ["fioscope"]
+    if not os.access(PROMTOOL_3, os.X_OK):
+        pytest.skip(f"{PROMTOOL_3}: Prometheus 3 not built")
+    for rel, text in prometheus.render(load_settings(["stack.convert_classic_histograms_to_nhcb=true", "fleet.shards=2"])).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    for name in ("prometheus.yml", "prometheus-shard-0.yml", "prometheus-shard-1.yml"):
+        proc = run([PROMTOOL_3, "check", "config", tmp_path / "provisioning" / "prometheus" / name])
+        assert proc.returncode == 0, proc.stdout + proc.stderr
