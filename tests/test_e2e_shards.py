@@ -110,12 +110,13 @@ def test_two_shards_under_thanos_page_through_one_alertmanager_and_answer_the_da
                 values = {"datasource": "", "host": ".*", "instance": ".*", "device": ".*", "jobname": ".*", "baseline": ".*",
                           "candidate": ".*", "__rate_interval": "1m"}
                 seen: dict[str, set[str]] = {}
-                for dashboard, title, expr, instant in dashboard_queries():
+                for n, (dashboard, title, expr, instant) in enumerate(dashboard_queries()):
                     expr = substitute(expr, values)
                     result = query.query(expr) if instant else query.query_range(expr, start - 30, time.time(), 5)
-                    seen[f"{dashboard}: {title}"] = {r["metric"].get("host", "") for r in result}
+                    seen[f"{dashboard}: {title} [{n}]"] = {r["metric"].get("host", "") for r in result}
                 both = [panel for panel, hosts_seen in seen.items() if {capped, healthy} <= hosts_seen]
-                print(f"[shards] {len(both)} of {len(seen)} dashboard queries answered for both shards' hosts through Thanos Query")
+                print(f"[shards] {len(both)} of {len(seen)} dashboard queries answered for both shards' hosts through Thanos Query; "
+                      "the others: " + "; ".join(f"{panel} {sorted(h)}" for panel, h in seen.items() if panel not in both))
                 iostat = [panel for panel in seen if panel.startswith("disk-under-load.json")]
                 assert iostat and [panel for panel in iostat if panel in both], seen
                 assert {h for hosts_seen in seen.values() for h in hosts_seen} >= {capped, healthy}
