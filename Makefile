@@ -3,7 +3,7 @@ PYTHON ?= python3
 FIOSCOPE_TARGET_DIR ?= /var/tmp/fioscope-target
 export FIOSCOPE_TARGET_DIR
 
-.PHONY: up up-native setup test test-slow e2e lint lint-dashboards bench bench-fleet generate check-generated secret add-host
+.PHONY: up up-native up-fleet setup test test-slow e2e lint lint-dashboards bench bench-fleet generate check-generated secret add-host
 
 # docker compose where a Docker engine runs, the native stack otherwise
 up: setup
@@ -16,6 +16,10 @@ up: setup
 
 up-native: setup
 	$(PYTHON) -m fioscope_mixin.native
+
+# the sharded fleet on this machine (README "Past one Prometheus"): SHARDS Prometheus + Thanos sidecars, Thanos Query
+up-fleet: setup
+	$(PYTHON) -m fioscope_mixin.native --shards $(or $(SHARDS),2)
 
 setup:
 	@scripts/setup.sh

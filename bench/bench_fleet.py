@@ -1,19 +1,28 @@
 #!/usr/bin/env python3
-"""Fleet benchmark: real Prometheus with the project's rules against a synthetic fleet (prints figures, asserts nothing).
+"""Fleet benchmark: the project's rules against a synthetic fleet, on one Prometheus or on Prometheus shards under Thanos.
 
-For each fleet size (default 50, 200, 500 hosts x 4 devices) a fresh Prometheus (the installed binary, the
-generated prometheus.yml and rule files) discovers the hosts through file_sd, one file per host in its
-hosts folder, exactly as ``python3 -m fioscope_mixin.hosts add`` writes them. One Python HTTP server plays every host:
-``/<host>/node`` is node_exporter's disk and CPU view (vda, vdb, md0 and dm-0 = vg0-data, 4 CPUs; counters
-advance with wall time at per-device rates), ``/<host>/fioscope`` is the real exporter's /metrics for two
-real fio results (etcd-wal json+ with its latency histogram, a randrw run).
+For each fleet size (default 50, 200, 500 hosts x 4 devices) a fresh deployment, the native stack's own
+(fioscope_mixin.native, generated prometheus.yml and rule files, one Alertmanager), discovers the hosts through
+file_sd, one file per host in its hosts folder, exactly as ``python3 -m fioscope_mixin.hosts add`` writes them:
+``--engine single`` is one Prometheus; ``--engine thanos`` is ``--shards`` Prometheus shards (default: one per
+``--hosts-per-shard`` hosts) with Thanos sidecars and Thanos Query, as ``python3 -m fioscope_mixin.native --shards N``.
+One Python HTTP server plays every host: ``/<host>/node`` is node_exporter's disk and CPU view (vda, vdb, md0 and
+dm-0 = vg0-data, 4 CPUs; counters advance with wall time at per-device rates), ``/<host>/fioscope`` is the real
+exporter's /metrics for two real fio results (etcd-wal json+ with its latency histogram, a randrw run).
 
-Printed per size: series per host (node, fioscope, recorded), head series, each rule group's evaluation
-time per cycle (mean and max over the sampled cycles, from /api/v1/rules), the costliest rules, and
-Prometheus RSS. Target (issue 10): at 500 hosts every group evaluates in well under its interval
-(< 2 s at 15 s), and cost grows no faster than linearly with hosts.
+Once the rules run, host-0001's vdb is capped: its demand doubles and it sits flat at the cap, util 100 %, a
+32-deep queue and a 50 ms await; the time from the cap to the throttling alert in Alertmanager is printed.
 
-Usage: PYTHONPATH=tests python3 bench/bench_fleet.py [--hosts 50,200,500] [--interval 15s] [--cycles 6] [--top 5]
+Printed per size: series per host by family (node, fioscope, recorded: one host's series, counted by name),
+head series and RSS per Prometheus, each rule group's evaluation time per cycle (mean and max over the sampled
+cycles, the worst shard), the costliest rules, the dashboards' queries through the query layer (one host, all
+devices) and the cap-to-alert time. Every query has a generous timeout and counts one host or reads the TSDB
+status, so a size whose Prometheus is slow still prints its figures (at 2,000 hosts the old fleet-wide count
+queries took more than 10 s). A size whose memory (estimated from the previous size) would not fit in the
+memory available is skipped with a line saying so.
+
+Usage: PYTHONPATH=tests python3 bench/bench_fleet.py [--hosts 50,200,500] [--engine single|thanos] [--shards N]
+       [--interval 15s] [--cycles 6] [--top 5]
 Note: the data is minutes old, so a 6 h window (the await baseline) holds minutes of samples, not 6 h.
 """
 
@@ -21,12 +30,17 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
+import os
+import re
 import shutil
 import statistics
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -35,10 +49,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 from fioscope_mixin.hosts import host_groups  # noqa: E402
 from fioscope_mixin.units import parse_duration as seconds  # noqa: E402
-from helpers.net import free_port, wait_for  # noqa: E402
-from helpers.prometheus import Prometheus  # noqa: E402
+from helpers.dashboard_queries import dashboard_queries, substitute  # noqa: E402
+from helpers.native_stack import NativeStack  # noqa: E402
+from helpers.net import free_port, free_port_block, wait_for  # noqa: E402
+from helpers.prometheus import PromClient  # noqa: E402
 
 FIO_RESULTS = [REPO / "tests" / "fixtures" / "fio-outputs" / "fio-3.33" / name for name in ("etcd.json+", "randrw.json")]
+PORTS = {"node": 9100, "fioscope": 7963}  # the instance label a host's exporters would have
 DEVICES = ("vda", "vdb", "md0", "dm-0")
 CPUS = 4
 CPU_MODES = {"user": 0.12, "nice": 0.0, "system": 0.05, "iowait": 0.03, "irq": 0.0, "softirq": 0.01, "steal": 0.0, "idle": 0.79}
@@ -48,7 +65,8 @@ DISK_COUNTERS = {
     "writes_completed_total": 0.4, "writes_merged_total": 0.1, "written_bytes_total": 0.4 * 32768, "write_time_seconds_total": 0.4 * 0.004,
     "discards_completed_total": 0.0, "discards_merged_total": 0.0, "discarded_sectors_total": 0.0, "discard_time_seconds_total": 0.0,
     "flush_requests_total": 0.02, "flush_requests_time_seconds_total": 0.02 * 0.001,
-    "io_time_seconds_total": 0.0015, "io_time_weighted_seconds_total": 0.004,
+    # util under 45 % at every device's load (at most 450/s): the await baseline learns from unsaturated minutes only
+    "io_time_seconds_total": 0.0008, "io_time_weighted_seconds_total": 0.004,
 }
 
 
@@ -74,16 +92,38 @@ def fioscope_exposition() -> bytes:
     return body
 
 
-def node_exposition(host: str, now: float) -> bytes:
+# a capped device: demand beyond its cap, which holds it flat at CAP_IOPS, util 100 %, a deep queue and a long await
+CAP_IOPS = 1000
+CAP_AWAIT = 0.050
+CAP_QUEUE = 32
+CAPPED_RATES = {"reads_completed_total": 0.6 * CAP_IOPS, "writes_completed_total": 0.4 * CAP_IOPS,
+                "read_bytes_total": 0.6 * CAP_IOPS * 16384, "written_bytes_total": 0.4 * CAP_IOPS * 32768,
+                "read_time_seconds_total": 0.6 * CAP_IOPS * CAP_AWAIT, "write_time_seconds_total": 0.4 * CAP_IOPS * CAP_AWAIT,
+                "io_time_seconds_total": 1.0, "io_time_weighted_seconds_total": CAP_QUEUE}
+
+
+def device_iops(host: str, index: int) -> int:
     seed = int(hashlib.sha1(host.encode()).hexdigest()[:6], 16)
+    return 50 + (seed >> index) % 400  # each device its own steady load
+
+
+def counter(host: str, index: int, metric: str, now: float, capped_at: float | None) -> float:
+    """The counter's value at ``now``: the device's steady rate, and from ``capped_at`` on the capped rates."""
+    rate = device_iops(host, index) * DISK_COUNTERS[metric]
+    if capped_at is None or now <= capped_at:
+        return now * rate
+    return capped_at * rate + (now - capped_at) * CAPPED_RATES.get(metric, rate)
+
+
+def node_exposition(host: str, now: float, capped: dict[str, float] | None = None) -> bytes:
+    """node_exporter's view of ``host``; ``capped`` = {device: time its cap began}."""
+    capped = capped or {}
     lines = []
-    for metric, per_iop in DISK_COUNTERS.items():
+    for metric in DISK_COUNTERS:
         lines.append(f"# TYPE node_disk_{metric} counter")
-        for i, device in enumerate(DEVICES):
-            iops = 50 + (seed >> i) % 400  # each device its own steady load
-            lines.append(f'node_disk_{metric}{{device="{device}"}} {now * iops * per_iop:.3f}')
+        lines += [f'node_disk_{metric}{{device="{d}"}} {counter(host, i, metric, now, capped.get(d)):.3f}' for i, d in enumerate(DEVICES)]
     lines.append("# TYPE node_disk_io_now gauge")
-    lines += [f'node_disk_io_now{{device="{d}"}} {i}' for i, d in enumerate(DEVICES)]
+    lines += [f'node_disk_io_now{{device="{d}"}} {CAP_QUEUE if d in capped else i}' for i, d in enumerate(DEVICES)]
     lines.append("# TYPE node_disk_info gauge")
     lines += [f'node_disk_info{{device="{d}",major="253",minor="{i}"}} 1' for i, d in enumerate(DEVICES)]
     lines.append("# TYPE node_cpu_seconds_total counter")
@@ -97,11 +137,13 @@ class FleetServer:
 
     def __init__(self):
         fio = fioscope_exposition()
+        self.capped: dict[str, dict[str, float]] = {}  # host: {device: capped since}
+        capped = self.capped
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
                 _, host, kind = (self.path.split("?")[0].split("/") + ["", "", ""])[:3]
-                body = node_exposition(host, time.time()) if kind == "node" else fio if kind == "fioscope" else None
+                body = node_exposition(host, time.time(), capped.get(host)) if kind == "node" else fio if kind == "fioscope" else None
                 if body is None:
                     self.send_error(404)
                     return
@@ -117,92 +159,247 @@ class FleetServer:
             def log_message(self, *args):
                 pass
 
-        ThreadingHTTPServer.request_queue_size = 512
+        ThreadingHTTPServer.request_queue_size = 4096
+        ThreadingHTTPServer.daemon_threads = True
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def host_file(self, name: str) -> str:
         groups = host_groups(name, self.address, self.address)
-        for group in groups:  # one server plays every host: the path says which
-            group["labels"]["__metrics_path__"] = f"/{name}/{group['labels']['__fioscope_job']}"
+        for group in groups:  # one server plays every host: the path says which, and its instance is the host's own
+            # (as on a real fleet: the per-device rules match on instance, job and device)
+            job = group["labels"]["__fioscope_job"]
+            group["labels"]["__metrics_path__"] = f"/{name}/{job}"
+            group["labels"]["instance"] = f"{name}:{PORTS[job]}"
         return yaml.safe_dump(groups, sort_keys=False)
 
 
-def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Path) -> dict:
+CAPPED_HOST, CAPPED_DEVICE = "host-0001", "vdb"  # capped once the rules run; the dashboards' queries ask for this host
+SAMPLE_HOST = "host-0000"  # its series, counted by name: the cost of a host
+DASHBOARD_VARIABLES = {"host": CAPPED_HOST, "__rate_interval": "1m", "device": ".*", "jobname": ".*", "baseline": ".*", "candidate": ".*"}
+TIMEOUT = 120  # per API call: a loaded Prometheus answers late, never not at all
+
+
+def panel_queries() -> list[str]:
+    """Every panel query of the generated dashboards, for one host and all of its devices (as Grafana asks them)."""
+    return [substitute(expr, DASHBOARD_VARIABLES) for _, _, expr, _ in dashboard_queries()]
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def mem_available_mib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def safe(call, default=None):
+    """One API call that may fail under load: its failure is a printed line, never the end of the run."""
+    try:
+        return call()
+    except (OSError, AssertionError, KeyError, ValueError) as exc:
+        print(f"  (query failed: {exc})", flush=True)
+        return default
+
+
+class Deployment:
+    """The native stack's Prometheus side (fioscope_mixin.native) for the synthetic fleet: one Prometheus, or shards
+    with Thanos sidecars and Thanos Query; one Alertmanager. The local exporters are not started (the server plays the hosts)."""
+
+    def __init__(self, work: Path, hosts_dir: Path, interval: str, shards: int, extra: list[str]):
+        ports = [f"stack.ports.{k}={free_port()}" for k in ("node_exporter", "fioscope", "alertmanager", "etcd")]
+        fleet = [f"fleet.shards={shards}", f"fleet.ports.query={free_port()}", f"fleet.ports.query_grpc={free_port()}",
+                 f"fleet.ports.sidecar_grpc={free_port_block(shards)}", f"fleet.ports.sidecar_http={free_port_block(shards)}"]
+        self.stack = NativeStack(work, [f"stack.scrape_interval={interval}", f"stack.evaluation_interval={interval}",
+                                        f"stack.hosts_dir={hosts_dir}", f"stack.ports.prometheus={free_port_block(shards)}",
+                                        *ports, *fleet, *extra], without=("node_exporter", "fioscope"))
+        self.stack.start(timeout=120)
+        self.query = PromClient(self.stack.query_url(), timeout=TIMEOUT)
+        self.shards = [PromClient(f"http://{self.stack.shard_address('prometheus', i)}", timeout=TIMEOUT) for i in range(shards)]
+        self.alertmanager = self.stack.url("alertmanager")
+
+    def rss(self, prefix: str) -> float:
+        return sum(rss_mib(p.pid) for name, p in self.stack.procs.items() if name.startswith(prefix) and p.poll() is None)
+
+    def alert(self) -> dict | None:
+        """The throttling alert of the capped device, as Alertmanager has it."""
+        url = f"{self.alertmanager}/api/v2/alerts?" + urllib.parse.urlencode({"filter": f'host="{CAPPED_HOST}"'})
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as r:
+            alerts = json.load(r)
+        return next((a for a in alerts if a["labels"].get("alertname", "").startswith("FioscopeDiskThrottled")
+                     and a["labels"].get("device") == CAPPED_DEVICE), None)
+
+    def stop(self) -> None:
+        self.stack.stop()
+
+
+def series_per_host(query: PromClient) -> dict[str, dict[str, int]]:
+    """{node|fioscope|recorded: {family: series}} of SAMPLE_HOST (a histogram's _bucket, _sum and _count are one family)."""
+    out: dict[str, dict[str, int]] = {"node": {}, "fioscope": {}, "recorded": {}, "scrape": {}}
+    for r in query.query(f'count by (__name__, job) ({{host="{SAMPLE_HOST}"}})'):
+        name, job = r["metric"]["__name__"], r["metric"].get("job", "")
+        # Prometheus's own series per target (up, scrape_*) and the alerts' state are told apart from the exporters'
+        kind = ("recorded" if ":" in name or name.startswith("ALERTS") else "scrape" if name == "up" or name.startswith("scrape_")
+                else job if job in out else None)
+        if kind:
+            family = re.sub(r"_(bucket|sum|count)$", "", name) if kind == "fioscope" else name
+            out[kind][family] = out[kind].get(family, 0) + int(float(r["value"][1]))
+    return out
+
+
+def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Path, shards: int, warmup: float, alert_wait: float,
+            extra: list[str]) -> dict:
     hosts_dir = work / "hosts"
     hosts_dir.mkdir(parents=True)
     for i in range(hosts):
         (hosts_dir / f"host-{i:04d}.yml").write_text(fleet.host_file(f"host-{i:04d}"))
-    overrides = [f"stack.scrape_interval={interval}", f"stack.evaluation_interval={interval}", f"stack.hosts_dir={hosts_dir}",
-                 *[f"stack.ports.{k}={free_port()}" for k in ("node_exporter", "fioscope", "alertmanager", "etcd")]]
-    prom = Prometheus.generated(work / "prom", overrides)
-    prom.client.timeout = 120  # counting every series of a 500-host head took over 10 s on a busy 2-core VM
+    fleet.capped.clear()
+    deployment = Deployment(work / "stack", hosts_dir, interval, shards, extra)
     try:
+        q = deployment.query
         expected = 2 * hosts
-        wait_for(lambda: sum(t["health"] == "up" for t in prom.client.targets() if t["labels"].get("host", "local") != "local") >= expected,
-                 4 * seconds(interval) + 30, interval=1, what=f"{expected} targets up")
-        time.sleep(seconds("1m") + 2 * seconds(interval))  # one rate window of data, then evaluate
+        up = 'sum(up{job=~"node|fioscope",host!="local"})'
+        wait_for(lambda: (safe(lambda: q.value(up)) or 0) >= expected, 6 * seconds(interval) + 60 + hosts / 20, interval=2,
+                 what=f"{expected} targets up")
+        started = time.time()
+        # the await baseline (the median of unsaturated minutes) needs a few minutes before the cap, as a real device has hours
+        time.sleep(warmup)
+        fleet.capped[CAPPED_HOST] = {CAPPED_DEVICE: time.time()}
+        capped_at = time.time()
+        alert: dict | None = None
+        alert_after: float | None = None
         groups: dict[str, list[float]] = {}
         rules: dict[str, list[float]] = {}
-        last_eval: dict[str, str] = {}
-        # groups with a longer interval of their own (the baseline) are sampled for as long as the others need
-        deadline = time.time() + cycles * seconds(interval) * 3
-        while max((len(v) for v in groups.values()), default=0) < cycles and time.time() < deadline:
-            for group in prom.client.rules():
-                if last_eval.get(group["name"]) == group["lastEvaluation"]:
-                    continue
-                last_eval[group["name"]] = group["lastEvaluation"]
-                groups.setdefault(group["name"], []).append(group["evaluationTime"])
-                for rule in group["rules"]:  # rules of one name (the ceilings) told apart by their labels
-                    labels = ",".join(f"{k}={v}" for k, v in sorted(rule.get("labels", {}).items()) if k != "severity")
-                    rules.setdefault(f"{rule['name']}{{{labels}}}" if labels else rule["name"], []).append(rule["evaluationTime"])
+        last_eval: dict[tuple[int, str], str] = {}
+        # sample the groups until each has `cycles` evaluations and the capped device has paged (or alert_wait passed)
+        while time.time() < capped_at + alert_wait:
+            for i, shard in enumerate(deployment.shards):
+                for group in safe(shard.rules, []):
+                    if last_eval.get((i, group["name"])) == group["lastEvaluation"]:
+                        continue
+                    last_eval[(i, group["name"])] = group["lastEvaluation"]
+                    groups.setdefault(group["name"], []).append(group["evaluationTime"])
+                    for rule in group["rules"]:  # rules of one name (the ceilings) told apart by their labels
+                        labels = ",".join(f"{k}={v}" for k, v in sorted(rule.get("labels", {}).items()) if k != "severity")
+                        rules.setdefault(f"{rule['name']}{{{labels}}}" if labels else rule["name"], []).append(rule["evaluationTime"])
+            if alert is None:
+                alert = safe(deployment.alert)
+                if alert is not None:
+                    alert_after = time.time() - capped_at
+            if alert is not None and min((len(v) for v in groups.values()), default=0) >= cycles * shards:
+                break
             time.sleep(1)
-        q = prom.client.value
+        latencies = []
+        for expr in panel_queries():
+            t0 = time.time()
+            if safe(lambda expr=expr: q.query(expr)) is not None:
+                latencies.append(time.time() - t0)
         return {
-            "hosts": hosts,
-            "node_per_host": q('count({job="node",host!="local",__name__!~".+:.+"})') / hosts,
-            "fioscope_per_host": q('count({job="fioscope",host!="local",__name__!~".+:.+"})') / hosts,
-            "recorded_per_host": (q('count({__name__=~".+:.+"})') or 0) / hosts,
-            "head_series": q("prometheus_tsdb_head_series"),
+            "hosts": hosts, "shards": shards,
+            "per_host": safe(lambda: series_per_host(q), {}),
+            "head_series": [safe(lambda s=s: s._get("/api/v1/status/tsdb")["headStats"]["numSeries"], 0) for s in deployment.shards],
             "groups": {name: (statistics.mean(v), max(v), len(v)) for name, v in groups.items()},
             "rules": sorted(((statistics.mean(v), name) for name, v in rules.items()), reverse=True),
-            "rss_mib": prom.rss_bytes() / 2**20,
+            "rss_mib": deployment.rss("prometheus"),
+            "thanos_rss_mib": deployment.rss("sidecar") + deployment.rss("thanos-query"),
+            "dashboards": (len(latencies), sum(latencies), max(latencies, default=0.0), len(panel_queries())),
+            "alert_after": alert_after, "alert_wait": alert_wait, "alert": alert["labels"] if alert else None,
+            "minutes": (time.time() - started) / 60,
         }
     finally:
-        prom.stop()
+        deployment.stop()
+
+
+def report(r: dict, top: int) -> None:
+    per_host = r["per_host"]
+    total = {kind: sum(families.values()) for kind, families in per_host.items()}
+    print(f"series per host: node {total.get('node', 0)}, fioscope {total.get('fioscope', 0)}, recorded and alerts "
+          f"{total.get('recorded', 0)}, up and scrape_* {total.get('scrape', 0)}; "
+          f"head series {sum(r['head_series']):.0f} ({' + '.join(str(h) for h in r['head_series'])}); Prometheus RSS {r['rss_mib']:.0f} MiB"
+          + (f", Thanos sidecars + Query {r['thanos_rss_mib']:.0f} MiB" if r["shards"] > 1 else ""))
+    for kind in ("fioscope", "node"):
+        families = sorted(per_host.get(kind, {}).items(), key=lambda kv: -kv[1])
+        print(f"  {kind} families per host: " + ", ".join(f"{name} {n}" for name, n in families))
+    for name, (mean, worst, n) in sorted(r["groups"].items()):
+        print(f"  group {name:<28} evaluation mean {mean * 1000:8.1f} ms  max {worst * 1000:8.1f} ms  ({n} evaluations)")
+    for mean, name in r["rules"][:top]:
+        print(f"    rule {name:<72} mean {mean * 1000:8.1f} ms")
+    answered, total_s, worst, asked = r["dashboards"]
+    print(f"  dashboards' {asked} queries for one host through the query layer: {answered} answered, {total_s:.2f} s in all, "
+          f"slowest {worst:.2f} s")
+    alert = r["alert"]
+    print("  cap to alert in Alertmanager: " + (f"{r['alert_after']:.0f} s ({alert['alertname']} {alert.get('host')}/{alert.get('device')}"
+                                               + (f", shard {alert['shard']}" if "shard" in alert else "") + ")"
+                                               if alert else f"no alert within {r['alert_wait']:.0f} s")
+          + f"; size measured in {r['minutes']:.1f} min", flush=True)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--hosts", default="50,200,500", help="fleet sizes, comma-separated")
+    parser.add_argument("--engine", choices=("single", "thanos"), default="single", help="one Prometheus, or shards under Thanos Query")
+    parser.add_argument("--shards", type=int, help="thanos: shards at every size (default: one per --hosts-per-shard hosts, at least 2)")
+    parser.add_argument("--hosts-per-shard", type=int, default=1000, help="thanos without --shards: hosts per shard")
     parser.add_argument("--interval", default="15s", help="scrape and evaluation interval")
     parser.add_argument("--cycles", type=int, default=6, help="evaluation cycles sampled per size")
     parser.add_argument("--top", type=int, default=5, help="costliest rules printed per size")
+    parser.add_argument("--warmup", default="2m", help="data before the cap (the await baseline learns from it)")
+    parser.add_argument("--alert-wait", default="5m", help="longest wait for the capped device's alert")
+    parser.add_argument("--prometheus", type=Path, help="the prometheus binary (default: the installed one), e.g. a Prometheus 3 build")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                        help="override alerts/config.yaml, e.g. stack.convert_classic_histograms_to_nhcb=true")
     args = parser.parse_args()
+    if args.prometheus:
+        if not os.access(args.prometheus, os.X_OK):
+            parser.error(f"--prometheus {args.prometheus}: not an executable")
+        os.environ["PATH"] = f"{args.prometheus.resolve().parent}{os.pathsep}{os.environ['PATH']}"  # the native stack runs `prometheus`
+    try:
+        sizes = [int(h) for h in args.hosts.split(",")]
+        warmup, alert_wait = seconds(args.warmup), seconds(args.alert_wait)
+        seconds(args.interval)
+    except ValueError as exc:  # UnitError is a ValueError
+        parser.error(f"--hosts/--interval/--warmup/--alert-wait: {exc}")
     fleet = FleetServer()
     rows = []
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
-        for hosts in (int(h) for h in args.hosts.split(",")):
-            print(f"\n== {hosts} hosts x {len(DEVICES)} devices (scrape/evaluation every {args.interval})", flush=True)
-            r = measure(fleet, hosts, args.interval, args.cycles, Path(tmp) / str(hosts))
+        for hosts in sizes:
+            shards = 1 if args.engine == "single" else args.shards or max(2, -(-hosts // args.hosts_per_shard))
+            print(f"\n== {hosts} hosts x {len(DEVICES)} devices on {args.engine}"
+                  + (f" ({shards} shards, {-(-hosts // shards)} hosts each)" if shards > 1 else "")
+                  + f" (scrape/evaluation every {args.interval})", flush=True)
+            if rows:  # the memory the last size took per host, for this one: a size that cannot fit is skipped, not killed
+                need = (rows[-1]["rss_mib"] + rows[-1]["thanos_rss_mib"]) / rows[-1]["hosts"] * hosts * 1.2
+                if need > 0.85 * mem_available_mib():
+                    print(f"skipped: needs ~{need / 1024:.1f} GiB (from {rows[-1]['hosts']} hosts), "
+                          f"{mem_available_mib() / 1024:.1f} GiB available")
+                    continue
+            r = measure(fleet, hosts, args.interval, args.cycles, Path(tmp) / str(hosts), shards, warmup, alert_wait, args.set)
             rows.append(r)
-            print(f"series per host: node {r['node_per_host']:.0f}, fioscope {r['fioscope_per_host']:.0f}, "
-                  f"recorded {r['recorded_per_host']:.0f};"
-                  f" head series {r['head_series']:.0f}; Prometheus RSS {r['rss_mib']:.0f} MiB")
-            for name, (mean, worst, n) in sorted(r["groups"].items()):
-                print(f"  group {name:<28} evaluation mean {mean * 1000:8.1f} ms  max {worst * 1000:8.1f} ms  ({n} cycles)")
-            for mean, name in r["rules"][:args.top]:
-                print(f"    rule {name:<72} mean {mean * 1000:8.1f} ms")
-    print("\nhosts  head_series  RSS_MiB  " + "  ".join(f"{g}_ms" for g in sorted(rows[0]["groups"])))
+            report(r, args.top)
+    if not rows:
+        return 1
+    names = sorted({g for r in rows for g in r["groups"]})
+    print(f"\nengine {args.engine}: hosts  shards  head_series  prom_RSS_MiB  thanos_RSS_MiB  cap_to_alert_s  dashboards_s  "
+          + "  ".join(f"{g}_ms(max)" for g in names))
     for r in rows:
-        print(f"{r['hosts']:5d}  {r['head_series']:11.0f}  {r['rss_mib']:7.0f}  "
-              + "  ".join(f"{r['groups'].get(g, (0, 0, 0))[0] * 1000:{len(g) + 3}.1f}" for g in sorted(rows[0]["groups"])))
+        print(f"{r['hosts']:5d}  {r['shards']:6d}  {sum(r['head_series']):11.0f}  {r['rss_mib']:12.0f}  {r['thanos_rss_mib']:14.0f}  "
+              f"{r['alert_after'] if r['alert_after'] is not None else float('nan'):14.0f}  {r['dashboards'][1]:12.2f}  "
+              + "  ".join(f"{r['groups'].get(g, (0, 0, 0))[1] * 1000:{len(g) + 8}.1f}" for g in names))
     if len(rows) > 1:
         first, last = rows[0], rows[-1]
-        for g in sorted(first["groups"]):
-            ratio = last["groups"][g][0] / max(first["groups"][g][0], 1e-9) / (last["hosts"] / first["hosts"])
-            print(f"{g}: cost per host at {last['hosts']} vs {first['hosts']} hosts x{ratio:.2f} (<= ~1: linear or better)")
+        for g in names:
+            if g in first["groups"] and g in last["groups"]:
+                # all shards' evaluation time per host
+                cost = [r["groups"][g][0] * r["shards"] / r["hosts"] for r in (first, last)]
+                ratio = cost[1] / max(cost[0], 1e-12)
+                print(f"{g}: cost per host at {last['hosts']} vs {first['hosts']} hosts x{ratio:.2f} (<= ~1: linear or better)")
     return 0
 
 

@@ -65,3 +65,24 @@ if command -v go >/dev/null 2>&1; then
 else
   echo "setup.sh: no Go toolchain: the Prometheus 3 rule tests will skip (CI fails them)" >&2
 fi
+
+# Thanos (the sharded fleet: python3 -m fioscope_mixin.native --shards N, fleet.thanos_binary in alerts/config.yaml).
+# `go install` refuses its module (its go.mod has replace directives), so its source is built like the linter's, with
+# the tags of Thanos's own release build (.promu.yml: slicelabels; without it the sidecar panics decoding labels).
+THANOS_VERSION=v0.42.5
+THANOS_BIN="${FIOSCOPE_THANOS_CACHE:-$HOME/.cache/fioscope/thanos-$THANOS_VERSION}/thanos"
+if command -v go >/dev/null 2>&1; then
+  if [ ! -x "$THANOS_BIN" ]; then
+    # Thanos v0.42.5 needs Go >= 1.26.10: the Go toolchain module of that version when the local one is older
+    toolchain=$(printf '%s\n' "$(go env GOVERSION | sed 's/^go//')" 1.26.10 | sort -V | head -1 | grep -qx 1.26.10 && echo local || echo go1.26.10)
+    src=$(cd /tmp && GOTOOLCHAIN=$toolchain go mod download -json "github.com/thanos-io/thanos@$THANOS_VERSION" \
+          | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+    build=$(mktemp -d)
+    cp -r "$src/." "$build/" && chmod -R u+w "$build"
+    mkdir -p "$(dirname "$THANOS_BIN")"
+    (cd "$build" && GOTOOLCHAIN=$toolchain go build -tags netgo,slicelabels -o "$THANOS_BIN" ./cmd/thanos)
+    rm -rf "$build"
+  fi
+else
+  echo "setup.sh: no Go toolchain: the sharded fleet (Thanos) and its tests will skip (CI fails them)" >&2
+fi

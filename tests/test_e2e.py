@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import fioscope
+from helpers.dashboard_queries import dashboard_queries, substitute
 from helpers.iostat import agree, print_table, sample_agreement
 from helpers.lab import CAP_SCRAPE_INTERVAL, THROTTLE, lab_stack, require_root_lab
 from helpers.net import free_port, wait_for
@@ -192,25 +193,6 @@ def test_real_etcd_against_fio_etcd_wal(tmp_path, kind):
             assert alert and etcd_p99 > 0.010 and fio_p99 > 0.010
         else:
             assert not alert and etcd_p99 < 0.010 and fio_p99 < 0.010
-
-
-def dashboard_queries() -> list[tuple[str, str, str, bool]]:
-    """(dashboard, panel title, expr, instant) of every panel target and annotation: Grafana asks a panel's
-    target over the dashboard's time range unless it is marked instant (a stat of the last run)."""
-    out = []
-    for path in sorted((REPO / "dashboards").glob("*.json")):
-        d = json.loads(path.read_text())
-        out += [(path.name, "annotation " + a["name"], a["expr"], False)
-                for a in d.get("annotations", {}).get("list", []) if a.get("expr")]
-        for panel in d["panels"]:
-            out += [(path.name, panel["title"], t["expr"], bool(t.get("instant"))) for t in panel.get("targets", [])]
-    return out
-
-
-def substitute(expr: str, values: dict[str, str]) -> str:
-    for name, value in sorted(values.items(), key=lambda kv: -len(kv[0])):
-        expr = expr.replace("${" + name + "}", value).replace("$" + name, value)
-    return expr
 
 
 def test_every_dashboard_query_returns_data_during_a_run(tmp_path):

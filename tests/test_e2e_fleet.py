@@ -13,11 +13,10 @@ import time
 import pytest
 from fioscope_mixin.units import parse_duration
 from helpers.fleet import run_hosts
-from helpers.lab import CAP_SCRAPE_INTERVAL, E2E_SETTINGS, THROTTLE, lab_lock, require_root_lab
+from helpers.lab import CAP_SCRAPE_INTERVAL, E2E_SETTINGS, THROTTLE, fleet_host, lab_lock, require_root_lab
 from helpers.net import free_port, wait_for
 from helpers.processes import Exporter, NodeExporter
 from helpers.prometheus import Prometheus
-from helpers.results import config_with_targets
 
 pytestmark = pytest.mark.e2e
 
@@ -52,14 +51,8 @@ def test_two_hosts_one_prometheus_alert_names_the_capped_host_and_device(tmp_pat
     with lab_lock():
         try:
             for host, kind in (("fleet-a", "throttled"), ("fleet-b", "healthy")):
-                made[host] = disk = lab.up(kind, name=host, size="1G", state_dir=state)
-                (tmp_path / host).mkdir()
-                config = config_with_targets(tmp_path / host / "fioscope.yaml", [
-                    {"name": "lab", "directory": disk.mountpoint, "cgroup": disk.cgroup}])
-                config.write_text(config.read_text() + "schedule:\n- {job: cloud-sla-70-30, target: lab, start_delay: 20s, env: "
-                                  + "{" + ", ".join(f"{k}: '{v}'" for k, v in LOAD.items()) + "}}\n")
-                running.append(Exporter(tmp_path / host, config=config, results=tmp_path / host / "results"))
-                running.append(NodeExporter(tmp_path / host / "node.log", device_include=f"^{disk.device_name}$"))
+                made[host], exporter, node = fleet_host(tmp_path, host, kind, state, LOAD)
+                running += [exporter, node]
             exporter_a, node_a, exporter_b, node_b = running
             hosts = tmp_path / "hosts"
             add_host(hosts, "fleet-a", node_a, exporter_a)

@@ -93,7 +93,7 @@ def value_map(mapping: dict[str, tuple[str, str]]) -> list:
                                  for i, (k, (text, color)) in enumerate(mapping.items())})]
 
 
-PROVISIONED_DATASOURCE = "fioscope-prometheus"  # uid in provisioning/grafana/datasources/prometheus.yaml
+PROVISIONED_DATASOURCE = n.DATASOURCE_UID
 
 
 def datasource_var() -> db.DatasourceVariable:

@@ -21,7 +21,7 @@ import yaml
 
 from fioscope_mixin import CHECKOUT as REPO
 from fioscope_mixin.settings import SettingsError, load_settings
-from fioscope_mixin.stack import JOB_LABEL
+from fioscope_mixin.stack import JOB_LABEL, shard_count, shard_of
 
 # matched with fullmatch: `$` would let a trailing newline through (an invalid file_sd file)
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", re.ASCII)
@@ -108,8 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         directory = args.dir or hosts_dir()
         if args.command == "add":
-            own_host = str(load_settings()["stack"]["host"])
-            print(f"host {args.name}: {add(directory, args.name, args.node_address, args.fioscope_address, own_host)}")
+            settings = load_settings()
+            path = add(directory, args.name, args.node_address, args.fioscope_address, str(settings["stack"]["host"]))
+            shards = shard_count(settings)
+            # every shard reads this folder; hashmod keeps the host on one (shown here, never configured)
+            print(f"host {args.name}: {path}" + (f" (shard {shard_of(args.name, shards)} of {shards})" if shards > 1 else ""))
         elif args.command == "remove":
             print(f"removed {remove(directory, args.name)}")
         else:

@@ -118,3 +118,6 @@ DASHBOARD_UIDS = {"disk": DASHBOARD_DISK, "fio": DASHBOARD_FIO, "curve": DASHBOA
 # every name above, for the check against the generated files (derived, so never a second list to keep)
 RECORDS = tuple(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str) and v.startswith("fioscope:"))
 ALERTS = tuple(v for k, v in dict(globals()).items() if k.startswith("ALERT_") and isinstance(v, str))
+# the provisioned Grafana datasource every dashboard reads (provisioning/grafana/datasources/prometheus.yaml; the fleet's
+# generated one in provisioning/grafana-fleet/ has the same uid at Thanos Query)
+DATASOURCE_UID = "fioscope-prometheus"

@@ -4,10 +4,14 @@ of its own; point it at provisioning/grafana).
 
     python3 -m fioscope_mixin.native             # foreground; Ctrl-C stops everything (make up-native)
     python3 -m fioscope_mixin.native --set stack.scrape_interval=5s --data-dir /tmp/fioscope
+    python3 -m fioscope_mixin.native --shards 2   # the sharded fleet: 2 Prometheus + Thanos sidecars, Thanos Query
 
 It runs from a checkout. Without --set it uses the committed files (alerts/*.rules.yaml, provisioning/...);
 with --set it generates them with fioscope_mixin.prometheus into <data-dir>/config and uses those (the same
 layout, so nothing is copied by hand). node_exporter's flags are read from compose.yaml.
+With fleet.shards > 1 (--shards N) it starts shard i's Prometheus (provisioning/prometheus/prometheus-shard-<i>.yml)
+with a Thanos sidecar each, and Thanos Query over the sidecars: the dashboards' datasource in the fleet mode
+(provisioning/grafana-fleet). Every shard reads the same hosts folder and alerts the one Alertmanager.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 from fioscope_mixin import CHECKOUT as REPO
 from fioscope_mixin import prometheus
 from fioscope_mixin.settings import SettingsError, load_settings
+from fioscope_mixin.stack import shard_count, shard_port
 from fioscope_mixin.yamlfile import load_yaml
 
 
@@ -47,11 +52,14 @@ def node_exporter_flags() -> list[str]:
 
 class NativeStack:
     def __init__(self, data_dir: Path, overrides: list[str] | None = None, fioscope_config: Path | None = None,
-                 env: dict[str, str] | None = None, fioscope_command: list[str] | None = None):
+                 env: dict[str, str] | None = None, fioscope_command: list[str] | None = None,
+                 without: tuple[str, ...] = ()):
         self.data_dir = data_dir.resolve()
+        self.without = without  # services not started (a benchmark plays the exporters itself)
         self.overrides = overrides or []
         try:
             self.settings = load_settings(self.overrides)
+            self.shards = shard_count(self.settings)
         except SettingsError as exc:
             raise SystemExit(f"native stack: {exc}") from None
         self.root = REPO
@@ -72,8 +80,48 @@ class NativeStack:
     def url(self, service: str, path: str = "") -> str:
         return f"http://{self.address(service)}{path}"
 
+    def shard_address(self, service: str, shard: int) -> str:
+        """Shard i's prometheus, sidecar_grpc or sidecar_http."""
+        return f"{self.settings['stack']['listen_host']}:{shard_port(self.settings, service, shard)}"
+
+    def query_url(self, path: str = "") -> str:
+        """Where the dashboards' queries go: Thanos Query over the shards, or the one Prometheus."""
+        if self.shards == 1:
+            return self.url("prometheus", path)
+        return f"http://{self.settings['stack']['listen_host']}:{self.settings['fleet']['ports']['query']}{path}"
+
+    def thanos(self) -> str:
+        path = Path(os.path.expanduser(str(self.settings["fleet"]["thanos_binary"])))
+        if not os.access(path, os.X_OK):
+            raise SystemExit(f"native stack: fleet.thanos_binary {path}: not built (scripts/setup.sh builds Thanos v0.42.5 there)")
+        return str(path)
+
+    def shard_commands(self) -> dict[str, list[str]]:
+        """Shard i's Prometheus and Thanos sidecar, and Thanos Query over the sidecars."""
+        d, config, out = self.data_dir, self.root / "provisioning" / "prometheus", {}
+        thanos = self.thanos()
+        for i in range(self.shards):
+            out[f"prometheus-{i}"] = [binary("prometheus"), f"--config.file={config / f'prometheus-shard-{i}.yml'}",
+                                      f"--storage.tsdb.path={d / f'prometheus-{i}'}",
+                                      f"--web.listen-address={self.shard_address('prometheus', i)}", "--web.enable-lifecycle"]
+        for i in range(self.shards):
+            out[f"sidecar-{i}"] = [thanos, "sidecar", f"--tsdb.path={d / f'prometheus-{i}'}",
+                                   f"--prometheus.url=http://{self.shard_address('prometheus', i)}",
+                                   f"--grpc-address={self.shard_address('sidecar_grpc', i)}",
+                                   f"--http-address={self.shard_address('sidecar_http', i)}"]
+        listen, ports = self.settings["stack"]["listen_host"], self.settings["fleet"]["ports"]
+        endpoints = [f"--endpoint={self.shard_address('sidecar_grpc', i)}" for i in range(self.shards)]
+        out["thanos-query"] = [thanos, "query", f"--http-address={listen}:{ports['query']}",
+                               f"--grpc-address={listen}:{ports['query_grpc']}", *endpoints]
+        return out
+
     def commands(self) -> dict[str, list[str]]:
         d = self.data_dir
+        prometheus_cmd = {
+            "prometheus": [binary("prometheus"), f"--config.file={self.root / 'provisioning' / 'prometheus' / 'prometheus.yml'}",
+                           f"--storage.tsdb.path={d / 'prometheus'}", f"--web.listen-address={self.address('prometheus')}",
+                           "--web.enable-lifecycle"],
+        } if self.shards == 1 else self.shard_commands()
         return {
             "node_exporter": [binary("prometheus-node-exporter", "node_exporter"), f"--web.listen-address={self.address('node_exporter')}",
                               *node_exporter_flags()],
@@ -83,14 +131,16 @@ class NativeStack:
                              "--cluster.listen-address="],
             "fioscope": [*self.fioscope_command, "serve", f"--config.file={self.fioscope_config}",
                          f"--web.listen-address={self.address('fioscope')}"],
-            "prometheus": [binary("prometheus"), f"--config.file={self.root / 'provisioning' / 'prometheus' / 'prometheus.yml'}",
-                           f"--storage.tsdb.path={d / 'prometheus'}", f"--web.listen-address={self.address('prometheus')}",
-                           "--web.enable-lifecycle"],
+            **prometheus_cmd,
         }
 
     def health_urls(self) -> dict[str, str]:
+        shards = {} if self.shards == 1 else {
+            **{f"prometheus-{i}": f"http://{self.shard_address('prometheus', i)}/-/ready" for i in range(self.shards)},
+            **{f"sidecar-{i}": f"http://{self.shard_address('sidecar_http', i)}/-/ready" for i in range(self.shards)},
+            "thanos-query": self.query_url("/-/ready")}
         return {"node_exporter": self.url("node_exporter", "/metrics"), "alertmanager": self.url("alertmanager", "/-/ready"),
-                "fioscope": self.url("fioscope", "/-/healthy"), "prometheus": self.url("prometheus", "/-/ready")}
+                "fioscope": self.url("fioscope", "/-/healthy"), "prometheus": self.url("prometheus", "/-/ready"), **shards}
 
     def start(self, timeout: float = 60) -> None:
         logs = self.data_dir / "logs"
@@ -100,6 +150,8 @@ class NativeStack:
         Path(env["FIOSCOPE_TARGET_DIR"]).mkdir(parents=True, exist_ok=True)
         try:
             for name, cmd in self.commands().items():  # dependencies first, Prometheus last (as compose's depends_on)
+                if name in self.without:
+                    continue
                 self.procs[name] = subprocess.Popen(cmd, stdout=(logs / f"{name}.log").open("w"), stderr=subprocess.STDOUT,
                                                     env=env, cwd=self.data_dir, start_new_session=True)
                 self._wait_healthy(name, timeout)
@@ -138,11 +190,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python3 -m fioscope_mixin.native", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=REPO / "data", help="TSDB, results, target and logs (default ./data)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override alerts/config.yaml")
+    parser.add_argument("--shards", type=int, metavar="N", help="N Prometheus shards under Thanos Query (= --set fleet.shards=N)")
     args = parser.parse_args()
-    stack = NativeStack(args.data_dir, args.set)
+    stack = NativeStack(args.data_dir, args.set + ([f"fleet.shards={args.shards}"] if args.shards is not None else []))
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     stack.start()
-    print(f"fioscope native stack up: Prometheus {stack.url('prometheus')}  Alertmanager {stack.url('alertmanager')}  "
+    queries = "Prometheus" if stack.shards == 1 else f"Thanos Query over {stack.shards} shards"
+    print(f"fioscope native stack up: {queries} {stack.query_url()}  Alertmanager {stack.url('alertmanager')}  "
           f"fioscope {stack.url('fioscope', '/metrics')}  node_exporter {stack.url('node_exporter', '/metrics')}  "
           f"(logs in {args.data_dir / 'logs'}; Ctrl-C stops)", flush=True)
     try:

@@ -4,15 +4,23 @@ Fleet: the ``node`` and ``fioscope`` jobs scrape this stack's exporters (static,
 ``stack.host``) and every test host with a file in ``stack.hosts_dir`` (file_sd; one file per host,
 written by ``python3 -m fioscope_mixin.hosts add``). A host file lists both of its exporters; each target group
 names its job in the ``__fioscope_job`` label, which Prometheus drops after relabelling.
+
+Shards (``fleet.shards`` > 1): shard i's prometheus.yml keeps the fleet targets whose ``host`` hashes to i
+(hashmod over the host name, so a host's node_exporter and exporter land together and a new host file lands
+on exactly one shard with no edit), carries external label ``shard``, and sends its alerts to the one Alertmanager.
 """
 
 from __future__ import annotations
 
+import hashlib
+
+from fioscope_mixin.names import DATASOURCE_UID
 from fioscope_mixin.settings import SettingsError
 
 FLEET_JOBS = ("node", "fioscope")  # the scrape jobs every host has; file_sd groups say which with JOB_LABEL
 JOB_LABEL = "__fioscope_job"
 HOST_FILE_GLOB = "*.yml"
+SHARD_LABEL = "shard"  # external label of each shard's series and alerts
 
 
 def scrape_security(st: dict) -> dict:
@@ -33,9 +41,28 @@ def scrape_security(st: dict) -> dict:
     return out
 
 
-def fleet_job(st: dict, job: str, local_target: str) -> dict:
-    """One of FLEET_JOBS: this stack's exporter plus every host file's group for ``job``."""
-    return {
+def shard_count(s: dict) -> int:
+    shards = s["fleet"]["shards"]
+    if not isinstance(shards, int) or isinstance(shards, bool) or not 1 <= shards <= 64:
+        raise SettingsError(f"fleet.shards: expected a whole number 1-64, got {shards!r}")
+    return shards
+
+
+def shard_of(host: str, shards: int) -> int:
+    """The shard Prometheus's hashmod puts ``host`` on: md5 of the label value, its low 8 bytes big-endian, mod shards."""
+    return int.from_bytes(hashlib.md5(host.encode()).digest()[8:], "big") % shards
+
+
+def shard_relabel(shards: int, shard: int) -> list[dict]:
+    """Keep the targets whose host hashes to ``shard`` of ``shards`` (after the host label is set)."""
+    return [{"source_labels": ["host"], "modulus": shards, "target_label": "__tmp_fioscope_shard", "action": "hashmod"},
+            {"source_labels": ["__tmp_fioscope_shard"], "regex": str(shard), "action": "keep"}]
+
+
+def fleet_job(st: dict, job: str, local_target: str, shard: tuple[int, int] | None = None) -> dict:
+    """One of FLEET_JOBS: this stack's exporter plus every host file's group for ``job``; with ``shard`` = (i, shards)
+    only the hosts of shard i."""
+    out = {
         "job_name": job,
         **scrape_security(st),
         "static_configs": [{"targets": [local_target], "labels": {"host": st["host"], JOB_LABEL: job}}],
@@ -44,30 +71,65 @@ def fleet_job(st: dict, job: str, local_target: str) -> dict:
             {"source_labels": [JOB_LABEL], "regex": job, "action": "keep"},
             # a group without a host label is named after its address
             {"source_labels": ["host", "__address__"], "regex": ";(.+?)(?::\\d+)?", "target_label": "host", "replacement": "$1"},
+            *(shard_relabel(shard[1], shard[0]) if shard else []),
         ],
     }
+    if job == "fioscope" and st["convert_classic_histograms_to_nhcb"]:
+        out["convert_classic_histograms_to_nhcb"] = True
+    return out
 
 
-def prometheus_config(s: dict) -> dict:
+def prometheus_config(s: dict, shard: int | None = None) -> dict:
+    """prometheus.yml; with ``shard`` (0 .. fleet.shards - 1) that shard's."""
     st = s["stack"]
     host, ports = st["listen_host"], st["ports"]
+    sharded = (shard, shard_count(s)) if shard is not None else None
 
-    def target(job: str, port_key: str) -> dict:
-        return {"job_name": job, "static_configs": [{"targets": [f"{host}:{ports[port_key]}"]}]}
+    def target(job: str, port: int) -> dict:
+        return {"job_name": job, "static_configs": [{"targets": [f"{host}:{port}"]}]}
 
+    global_ = {"scrape_interval": st["scrape_interval"], "evaluation_interval": st["evaluation_interval"]}
+    if sharded:
+        global_["external_labels"] = {SHARD_LABEL: str(shard)}
+    local = [] if shard else [  # this host's Alertmanager and etcd once, on shard 0
+        target("alertmanager", ports["alertmanager"]),
+        # an etcd on this host, if one runs (its target is simply down otherwise)
+        target("etcd", ports["etcd"]),
+    ]
     return {
-        "global": {"scrape_interval": st["scrape_interval"], "evaluation_interval": st["evaluation_interval"]},
+        "global": global_,
         "rule_files": ["../../alerts/recording.rules.yaml", "../../alerts/alerts.rules.yaml"],
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"{host}:{ports['alertmanager']}"]}]}]},
         "scrape_configs": [
-            target("prometheus", "prometheus"),
-            fleet_job(st, "node", f"{host}:{ports['node_exporter']}"),
-            fleet_job(st, "fioscope", f"{host}:{ports['fioscope']}"),
-            target("alertmanager", "alertmanager"),
-            # an etcd on this host, if one runs (its target is simply down otherwise)
-            target("etcd", "etcd"),
+            target("prometheus", shard_port(s, "prometheus", shard or 0)),
+            fleet_job(st, "node", f"{host}:{ports['node_exporter']}", sharded),
+            fleet_job(st, "fioscope", f"{host}:{ports['fioscope']}", sharded),
+            *local,
         ],
     }
+
+
+def shard_port(s: dict, service: str, shard: int) -> int:
+    """Shard i's port of ``service``: prometheus (stack.ports.prometheus + i), sidecar_grpc or sidecar_http (fleet.ports + i)."""
+    base = s["stack"]["ports"]["prometheus"] if service == "prometheus" else s["fleet"]["ports"][service]
+    return int(base) + shard
+
+
+def shard_configs(s: dict) -> dict[str, dict]:
+    """{path relative to the repository: prometheus.yml of each shard} when fleet.shards > 1 (beside prometheus.yml,
+    so the rule files and the hosts folder are the same relative paths)."""
+    shards = shard_count(s)
+    if shards == 1:
+        return {}
+    return {f"provisioning/prometheus/prometheus-shard-{i}.yml": prometheus_config(s, i) for i in range(shards)}
+
+
+def fleet_datasource(s: dict) -> dict:
+    """Grafana's datasource for the sharded fleet: the dashboards' uid, at Thanos Query (the global layer)."""
+    return {"apiVersion": 1, "datasources": [{
+        "name": "Prometheus", "uid": DATASOURCE_UID, "type": "prometheus", "access": "proxy",
+        "url": f"http://{s['stack']['listen_host']}:{s['fleet']['ports']['query']}", "isDefault": True,
+        "jsonData": {"timeInterval": s["stack"]["scrape_interval"]}}]}
 
 
 def alertmanager_config(s: dict) -> dict:

@@ -23,6 +23,7 @@ import yaml
 from helpers.binaries import require
 from helpers.native_stack import NativeStack
 from helpers.net import free_port
+from helpers.processes import Exporter, NodeExporter
 from helpers.prometheus import PromClient
 from helpers.results import config_with_targets
 
@@ -205,3 +206,27 @@ def _descendants(pid: int) -> list[int]:
     except OSError:  # gone already
         return []
     return [d for child in children for d in (child, *_descendants(child))]
+
+
+def fleet_host(tmp_path: Path, host: str, kind: str, state: Path, load: dict[str, str]) -> tuple:
+    """One test host of a fleet on this machine: a 1G lab disk of ``kind``, a real exporter running cloud-sla-70-30 with
+    ``load`` on it from 20 s on, and a node_exporter that shows only that disk. Returns (disk, exporter, node_exporter);
+    the caller stops both and takes the disk down (fioscope.lab.down(host, state))."""
+    from fioscope import lab
+
+    disk = lab.up(kind, name=host, size="1G", state_dir=state)
+    started: list = []
+    try:
+        (tmp_path / host).mkdir()
+        config = config_with_targets(tmp_path / host / "fioscope.yaml",
+                                     [{"name": "lab", "directory": disk.mountpoint, "cgroup": disk.cgroup}])
+        config.write_text(config.read_text() + "schedule:\n- {job: cloud-sla-70-30, target: lab, start_delay: 20s, env: "
+                          + "{" + ", ".join(f"{k}: '{v}'" for k, v in load.items()) + "}}\n")
+        started.append(Exporter(tmp_path / host, config=config, results=tmp_path / host / "results"))
+        started.append(NodeExporter(tmp_path / host / "node.log", device_include=f"^{disk.device_name}$"))
+    except BaseException:  # nothing of a half-made host is left behind
+        for proc in started:
+            proc.stop()
+        lab.down(host, state)
+        raise
+    return disk, *started

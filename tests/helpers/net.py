@@ -13,6 +13,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_port_block(n: int) -> int:
+    """The first of ``n`` consecutive free loopback ports (shard i of a generated fleet listens on base + i)."""
+    for _ in range(50):
+        base = free_port()
+        if base + n > 65535:
+            continue
+        socks = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise OSError(f"no {n} consecutive free loopback ports")
+
+
 def http_get(url: str, timeout: float = 5) -> str:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return resp.read().decode()

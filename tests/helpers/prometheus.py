@@ -12,7 +12,7 @@ import yaml
 
 from helpers.binaries import first_installed
 from helpers.native_stack import write_stack_files
-from helpers.net import free_port, wait_for
+from helpers.net import free_port, free_port_block, wait_for
 
 
 class PromClient:
@@ -81,6 +81,22 @@ class Prometheus:
         (prometheus_tsdb_head_series and friends)."""
         port = free_port()
         return cls(root, write_stack_files(root, [*overrides, f"stack.ports.prometheus={port}"]), port, extra_args)
+
+    @classmethod
+    def shards(cls, root: Path, overrides: list[str], shards: int) -> list[Prometheus]:
+        """``shards`` Prometheus shards from the generated prometheus-shard-<i>.yml (fleet.shards), shard i on the
+        generated port (a free base port + i), its TSDB under root/shard-<i>; all stopped if one does not start."""
+        base = free_port_block(shards)
+        config = write_stack_files(root, [*overrides, f"fleet.shards={shards}", f"stack.ports.prometheus={base}"]).parent
+        started: list[Prometheus] = []
+        try:
+            for i in range(shards):
+                started.append(cls(root / f"shard-{i}", config / f"prometheus-shard-{i}.yml", base + i))
+        except BaseException:
+            for prom in started:
+                prom.stop()
+            raise
+        return started
 
     @classmethod
     def scraping(cls, root: Path, scrape_configs: list[dict], interval: str = "1s") -> Prometheus:
