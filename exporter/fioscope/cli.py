@@ -347,7 +347,8 @@ def cmd_lab(args) -> int:
             disk = lab.up(args.kind, args.name, args.size, state_dir, args.read_iops, args.write_iops,
                           args.read_bps, args.write_bps, args.burst_seconds)
             print(json.dumps({"name": disk.name, "device": disk.loop_device, "mountpoint": disk.mountpoint,
-                              "cgroup": disk.cgroup, "backing_device": disk.backing_device, "limits": disk.limits, "burst_seconds": disk.burst_seconds}))
+                              "cgroup": disk.cgroup, "backing_device": disk.backing_device, "limits": disk.limits,
+                              "burst_seconds": disk.burst_seconds}))
         elif args.lab_command == "down":
             if not args.all and not args.name:
                 raise lab.LabError("down: name a lab disk or give --all")
