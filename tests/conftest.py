@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from helpers.binaries import require
 from helpers.processes import Exporter
@@ -9,6 +11,8 @@ from helpers.processes import Exporter
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: end-to-end suite on lab disks (root, slow); run with -m e2e")
+    config.addinivalue_line("markers", "scenario_tail: a lab scenario whose test runs last (its load outlasts the others: "
+                                       "the rest of the suite runs beside it)")
     config.addinivalue_line("markers", "slow: real-component tests of 10 s or more (Prometheus backfills, Chromium, captures); "
                                        "not in the default run, run with -m slow (.ci/run does)")
 
@@ -37,3 +41,64 @@ def running(tmp_path):
     yield started
     for proc in reversed(started):
         proc.stop()
+
+
+def pytest_runtest_logreport(report):
+    """Each file's test time (setup, call and teardown), printed at the end of an e2e run."""
+    _FILE_SECONDS[report.nodeid.split("::")[0]] = _FILE_SECONDS.get(report.nodeid.split("::")[0], 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if "e2e" not in (config.getoption("markexpr") or ""):
+        return
+    terminalreporter.write_line(f"e2e wall time: {time.time() - _SESSION_START:.0f} s; per file (setup, call, teardown; the lab "
+                                "scenarios' setup counts where their first test is):")
+    for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"  {seconds:7.0f} s  {path}")
+
+
+_FILE_SECONDS: dict[str, float] = {}
+_SESSION_START = time.time()
+
+
+def _scenario_items(items) -> list:
+    return [item for item in items if "scenario_lab" in getattr(item, "fixturenames", ())]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The lab scenarios' tests first (their loads run side by side from the first one on), those marked scenario_tail
+    last: the rest of the suite runs while their long loads go on."""
+    scenario = _scenario_items(items)
+    if not scenario:
+        return
+    tail = [item for item in scenario if item.get_closest_marker("scenario_tail")]
+    head = [item for item in scenario if item not in tail]
+    items[:] = head + [item for item in items if item not in scenario] + tail
+
+
+@pytest.fixture(scope="session")
+def scenario_lab(request, tmp_path_factory):
+    """Every collected test's lab scenario (tests/helpers/scenarios.py), started together once; taken down after the
+    last test that asks for it."""
+    from helpers.scenarios import ScenarioLab
+
+    wanted = {}
+    for item in _scenario_items(request.session.items):
+        key = item.callspec.params["scenario"]
+        wanted[key] = item.module.SCENARIOS[key]
+    lab = ScenarioLab(tmp_path_factory.mktemp("scenarios"), wanted)
+    lab.last = _scenario_items(request.session.items)[-1].nodeid
+    request.config.stash[SCENARIO_LAB] = lab
+    lab.open()
+    yield lab
+    lab.close()
+
+
+SCENARIO_LAB = pytest.StashKey()
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """The scenario lab down as soon as its last test is done (not at the end of the session)."""
+    lab = item.config.stash.get(SCENARIO_LAB, None)
+    if lab is not None and item.nodeid == lab.last:
+        lab.close()
