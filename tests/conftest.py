@@ -87,7 +87,11 @@ def scenario_lab(request, tmp_path_factory):
         key = item.callspec.params["scenario"]
         wanted[key] = item.module.SCENARIOS[key]
     lab = ScenarioLab(tmp_path_factory.mktemp("scenarios"), wanted)
-    lab.last = _scenario_items(request.session.items)[-1].nodeid
+    items = _scenario_items(request.session.items)
+    lab.last = items[-1].nodeid
+    tail = [item for item in items if item.get_closest_marker("scenario_tail")]
+    lab.head_last = next((item.nodeid for item in reversed(items) if item not in tail), "")
+    lab.tail_keys = {item.callspec.params["scenario"] for item in tail}
     request.config.stash[SCENARIO_LAB] = lab
     lab.open()
     yield lab
@@ -102,3 +106,5 @@ def pytest_runtest_teardown(item, nextitem):
     lab = item.config.stash.get(SCENARIO_LAB, None)
     if lab is not None and item.nodeid == lab.last:
         lab.close()
+    elif lab is not None and item.nodeid == lab.head_last:  # only the tail's long loads go on beside the rest of the suite
+        lab.keep_only(lab.tail_keys)

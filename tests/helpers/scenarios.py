@@ -117,7 +117,10 @@ class ScenarioLab:
         self.threads: list[threading.Thread] = []
         self.closing = threading.Event()
         self.t0 = 0.0
-        self.last = ""  # the nodeid of the last test asking for the lab (conftest takes it down after that one)
+        # set by conftest: the last test asking for the lab (the lab is taken down after it), the last before the tail
+        # (scenario_tail: the stacks only the tail's scenarios need stay up after it) and the tail's scenarios
+        self.last = self.head_last = ""
+        self.tail_keys: set[str] = set()
         self._stack = contextlib.ExitStack()
         self._closed = False
 
@@ -139,9 +142,10 @@ class ScenarioLab:
         up = es.enter_context(lab_disks(self.root / "lab"))
         disks = {}
         for i, (key, sc) in enumerate(self.scenarios.items()):
-            # burst-then-cap: its own timer held off (the burst runs from the load's start, cap_after)
-            extra = {"burst_seconds": 24 * 3600} if sc.kind == "burst-then-cap" else {}
-            disks[key] = up(sc.kind, f"sc{i}-{sc.kind}", **sc.limits, **extra)
+            if sc.cap_after is None:
+                disks[key] = up(sc.kind, f"sc{i}-{sc.kind}", **sc.limits)
+            else:  # a burst from the load's start, not from `lab up` (no burst timer: the caps are written by _drive)
+                disks[key] = up("healthy", f"sc{i}-{sc.kind}")
         stacks: dict[str, Stack] = {}
         for interval in sorted({i for sc in self.scenarios.values() for i in sc.intervals}, key=parse_duration):
             mine = [key for key, sc in self.scenarios.items() if interval in sc.intervals]
@@ -167,6 +171,14 @@ class ScenarioLab:
             thread = threading.Thread(target=self._drive, args=(run,), name=f"scenario {run.key}", daemon=True)
             thread.start()
             self.threads.append(thread)
+
+    def keep_only(self, keys: set[str]) -> None:
+        """Stop the stacks none of ``keys`` is watched by (the tests still to come need only those): an idle stack's
+        rules and scrapes cost the rest of the suite CPU."""
+        needed = {i for key in keys for i in self.runs[key].stacks}
+        for interval, stack in self.stacks.items():
+            if interval not in needed:
+                stack.native.stop()
 
     def close(self) -> None:
         """Every load stopped, the stacks stopped, the lab disks taken down; nothing of the lab left behind."""
@@ -233,6 +245,7 @@ class ScenarioLab:
                 if not capped and elapsed >= sc.cap_after:
                     from fioscope import lab
 
+                    run.disk.limits = {**run.disk.limits, **sc.limits}
                     lab.write_limits(run.disk)
                     capped = True
                 if elapsed >= sc.seconds or (sc.stop and sc.stop(run)) or all(p.poll() is not None for p in procs):
