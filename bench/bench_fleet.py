@@ -137,6 +137,7 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
     overrides = [f"stack.scrape_interval={interval}", f"stack.evaluation_interval={interval}", f"stack.hosts_dir={hosts_dir}",
                  *[f"stack.ports.{k}={free_port()}" for k in ("node_exporter", "fioscope", "alertmanager", "etcd")]]
     prom = Prometheus.generated(work / "prom", overrides)
+    prom.client.timeout = 120  # counting every series of a 500-host head took over 10 s on a busy 2-core VM
     try:
         expected = 2 * hosts
         wait_for(lambda: sum(t["health"] == "up" for t in prom.client.targets() if t["labels"].get("host", "local") != "local") >= expected,

@@ -52,3 +52,16 @@ if command -v go >/dev/null 2>&1; then
 else
   echo "setup.sh: no Go toolchain: the dashboard linter test will skip (CI fails it)" >&2
 fi
+
+# Prometheus 3 (tests/test_rules.py runs the rule tests on it beside Debian's 2.42): promtool and prometheus of the
+# Go module v0.316.0 (= Prometheus 3.x), built once into the cache; the tests find them at PROMETHEUS3_DIR.
+PROMETHEUS3_VERSION=v0.316.0
+PROMETHEUS3_DIR="${FIOSCOPE_PROMETHEUS3_CACHE:-$HOME/.cache/fioscope/prometheus-$PROMETHEUS3_VERSION}"
+if command -v go >/dev/null 2>&1; then
+  if [ ! -x "$PROMETHEUS3_DIR/promtool" ] || [ ! -x "$PROMETHEUS3_DIR/prometheus" ]; then
+    (cd /tmp && GOBIN="$PROMETHEUS3_DIR" go install "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS3_VERSION" \
+       "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS3_VERSION")
+  fi
+else
+  echo "setup.sh: no Go toolchain: the Prometheus 3 rule tests will skip (CI fails them)" >&2
+fi

@@ -3,6 +3,8 @@ Templates take their thresholds, windows and selectors from alerts/config.yaml (
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fioscope_mixin import names as n
 from fioscope_mixin.recording import FSYNC_P99, slow
 from fioscope_mixin.rule import ON, Alert, fmt, params
@@ -66,10 +68,14 @@ def throttle_desc(window: str, what: str = "is throttled at its provider's cap")
             " (the device's normal is " + disk_value(n.DISK_AWAIT_BASELINE_SECONDS, "humanizeDuration") + direction_awaits() + ").")
 
 
+# a stalled device is the stall alert's page, not a ceiling's (it is "flat" at next to nothing)
+NOT_STALLED = f"unless {ON} {n.DISK_STALLED_IN_FLIGHT}"
+
+
 def at_envelope(window: str) -> str:
     """The device sits at its envelope in ``window`` and is the lowest layer that does (one page per cap)."""
     return (f'fioscope:disk_await_seconds\nand {ON} fioscope:disk_ceiling{{window="{window}"}}\n'
-            f'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{{window="{window}"}}')
+            f'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{{window="{window}"}}\n{NOT_STALLED}')
 
 
 # local hardware (fioscope:disk_physical_device): its envelope is its own maximum, not a provider's cap
@@ -137,7 +143,7 @@ def alerts(s: dict) -> list[Alert]:
               "throttled", "Disk sits at a ceiling (throttled)", throttle_desc("long"), "disk"),
         Alert(n.ALERT_DISK_THROTTLED_AFTER_BURST, "warning",
               f"fioscope:disk_step_down_ratio\nand {ON} fioscope:disk_ceiling{{window=\"long\"}}\n"
-              'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{window="long"}\nunless ' + LOCAL,
+              'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{window="long"}\nunless ' + LOCAL + "\n" + NOT_STALLED,
               "throttled_after_burst", "Disk throttled after a burst (burst credits exhausted)",
               "{{ $labels.device }} on " + HOST + ": burst credits exhausted: IOPS fell from ~"
               + disk_value(n.DISK_IOPS, around="max_over_time(%s[%%(stepDownLookback)s])") + " to ~"
@@ -164,12 +170,21 @@ def alerts(s: dict) -> list[Alert]:
               + f"\nand {ON} avg_over_time(fioscope:disk_iops[%(queueWindow)s])"
               " <= %(queue_rise_ratio)s * avg_over_time(fioscope:disk_iops[%(queueWindow)s] offset %(queueWindow)s)"
               # a queue at a ceiling is the throttling alerts' story
-              + f"\nunless {ON} fioscope:disk_ceiling{{window=\"long\"}}",
+              + f"\nunless {ON} fioscope:disk_ceiling{{window=\"long\"}}\n" + NOT_STALLED,
               "queue", "Disk queue long and costly",
               "{{ $labels.device }} on " + HOST + ": {{ $value | humanize }} requests in flight on average (aqu-sz), await "
               + disk_value(n.DISK_AWAIT_SECONDS, "humanizeDuration") + " against a normal of "
               + disk_value(n.DISK_AWAIT_BASELINE_SECONDS, "humanizeDuration") + ", and no more IOPS than %(queueWindow)s ago.",
               "disk"),
+        # a stall is no ceiling: requests in flight and (almost) none completing. Not util or aqu-sz: the kernel updates
+        # busy time only when a request starts or completes, so both under-report a stall (util 25 %% with 32 in flight)
+        Alert(n.ALERT_DISK_STALLED, "critical", n.DISK_STALLED_IN_FLIGHT, "stalled", "Disk stalled: requests in flight, (almost) none completing",
+              "{{ $labels.device }} on " + HOST + " is stalled: {{ $value | humanize }} requests in flight on average over the last "
+              "%(stallWindow)s, " + disk_value(n.DISK_IOPS) + " completed per second (at most "
+              + disk_value(n.DISK_IOPS, around="max_over_time(%s[%%(stepDownLookback)s])") + "/s in the last %(stepDownLookback)s), await "
+              + disk_value(n.DISK_AWAIT_SECONDS, "humanizeDuration") + ". util reads "
+              + disk_value(n.DISK_UTIL_RATIO, "humanizePercentage") + " and aqu-sz " + disk_value(n.DISK_QUEUE_SIZE)
+              + ": the kernel updates them only when a request starts or completes, so they under-report a stall.", "disk"),
         Alert(n.ALERT_HIGH_IOWAIT_IDLE_CPU, "warning",
               "fioscope:cpu_iowait_ratio > %(iowait_ratio)s\n"
               "and on (%(clusterLabels)sinstance, job) (fioscope:cpu_user_ratio + fioscope:cpu_system_ratio) < %(iowait_busy_cpu_ratio)s",
@@ -226,7 +241,15 @@ def alerts(s: dict) -> list[Alert]:
                             "at_limit", "Disk at its provisioned limit",
                             "{{ $labels.device }} on " + HOST + ": at {{ $value | humanizePercentage }} "
                             "of the declared {{ $labels.limit }} (alerts/config.yaml).", "disk"))
-    return result
+    return [replace(a, keep_firing=True) if a.name in EPISODE_ALERTS else a for a in result]
+
+
+# a disk's condition comes and goes with its load (an application's pause, a window that misses a cap by a scrape):
+# these keep firing thresholds.disk_keep_firing_for after it lapses, one alert per episode
+EPISODE_ALERTS = {n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD, n.ALERT_DISK_THROTTLED, n.ALERT_DISK_THROTTLED_AFTER_BURST,
+                  n.ALERT_DISK_AT_PHYSICAL_MAXIMUM, n.ALERT_DISK_SATURATED, n.ALERT_DISK_LATENCY_ABOVE_SLA,
+                  n.ALERT_DISK_QUEUE_EXPLODING, n.ALERT_DISK_STALLED, n.ALERT_DISK_AT_PROVISIONED_LIMIT,
+                  n.ALERT_HIGH_IOWAIT_IDLE_CPU}
 
 
 def alert_rules(s: dict) -> dict:

@@ -62,6 +62,8 @@ DISK_SLOW_SATURATED_AWAIT_SECONDS = "fioscope:disk_slow_saturated_await_seconds"
 DISK_CEILING = "fioscope:disk_ceiling"
 DISK_CEILING_BELOW = "fioscope:disk_ceiling_below"
 DISK_STEP_DOWN_RATIO = "fioscope:disk_step_down_ratio"
+# requests in flight on average while the device is stalled (absent otherwise): FioscopeDiskStalled's value
+DISK_STALLED_IN_FLIGHT = "fioscope:disk_stalled_in_flight"
 # the envelope: each window's IOPS and bytes/s peaks and each scrape's place against them (docs/runbook.md)
 DISK_ENVELOPE_IOPS_PEAK = "fioscope:disk_envelope_iops_peak"
 DISK_ENVELOPE_BYTES_PEAK = "fioscope:disk_envelope_bytes_peak"
@@ -87,6 +89,7 @@ ALERT_DISK_AT_PHYSICAL_MAXIMUM = "FioscopeDiskAtPhysicalMaximum"  # info: a loca
 ALERT_DISK_SATURATED = "FioscopeDiskSaturated"
 ALERT_DISK_LATENCY_ABOVE_SLA = "FioscopeDiskLatencyAboveSla"
 ALERT_DISK_QUEUE_EXPLODING = "FioscopeDiskQueueExploding"
+ALERT_DISK_STALLED = "FioscopeDiskStalled"  # critical: requests in flight, (almost) none completing
 ALERT_DISK_AT_PROVISIONED_LIMIT = "FioscopeDiskAtProvisionedLimit"  # only with thresholds.disk_limits
 ALERT_HIGH_IOWAIT_IDLE_CPU = "FioscopeHighIowaitIdleCpu"
 ALERT_WRITE_THROUGHPUT_CLIFF = "FioscopeWriteThroughputCliff"

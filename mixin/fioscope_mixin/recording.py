@@ -101,6 +101,20 @@ HELPERS = [
     Record(n.DISK_UTIL_RATIO_IRATE, _irate("node_disk_io_time_seconds_total")),
 ]
 
+# Stalled: requests in flight (the in-flight gauge, averaged over the stall window) and (almost) none completing: fewer
+# than max_iops a second, or so few that each waits request_seconds by Little's law (in flight / completions); or await
+# in seconds while the IOPS collapsed. Not util or aqu-sz: the kernel updates busy time only when a request starts or
+# completes, so both under-report a stall (util 25 % with 32 in flight).
+IN_FLIGHT = "avg_over_time(node_disk_io_now{%(diskSelector)s}[%(stallWindow)s])"
+STALLED = Record(n.DISK_STALLED_IN_FLIGHT, (
+    f"{IN_FLIGHT} >= %(stall_min_in_flight)s\nand {ON} (\n"
+    "  fioscope:disk_iops < %(stall_max_iops)s\n"
+    f"  or {IN_FLIGHT} / fioscope:disk_iops >= %(stall_request_seconds)s\n"
+    "  or (fioscope:disk_await_seconds >= %(stall_await_seconds)s\n"
+    f"      and {ON} (fioscope:disk_iops <= %(stall_collapse_ratio)s * max_over_time(fioscope:disk_iops[%(stepDownLookback)s])\n"
+    # once stalled, stalled while the await stays in seconds (the collapse leaves the lookback's peak after a while)
+    f"                 or max_over_time({n.DISK_STALLED_IN_FLIGHT}[%(stepDownLookback)s])))\n)"))
+
 # the device's own normal, from 1m averages recorded once a minute (a 6h quantile over every
 # 15 s sample of every device would dominate the rule cost of a fleet). Unsaturated means every scrape the
 # average draws on: the await is a rate-window average, so right after a deep-queue load it still holds that
@@ -171,6 +185,10 @@ PAIRS = [
 ]
 # short: the window while fio loads the device; long: any workload
 WINDOWS = [("short", "%(fioWindow)s"), ("long", "%(window)s")]
+# the scrapes each window must hold before it decides, counted on a counter as scraped: a per-scrape rate repeats its last
+# value for up to its range after a scrape gap (range functions skip staleness markers), and one or two samples, or
+# a repeated one, are "flat" by construction
+WINDOW_SAMPLES = {"short": "%(fioWindowSamples)s", "long": "%(windowSamples)s"}
 IOPS_RATIO, BYTES_RATIO = n.DISK_ENVELOPE_IOPS_RATIO, n.DISK_ENVELOPE_BYTES_RATIO
 IOPS_PEAK, BYTES_PEAK = n.DISK_ENVELOPE_IOPS_PEAK, n.DISK_ENVELOPE_BYTES_PEAK
 ENVELOPE = n.DISK_ENVELOPE_RATIO
@@ -225,11 +243,13 @@ def at_envelope_await(window_name: str, window: str, ddir: str, iops: str, bytes
     window: a phase of one request size is at its own envelope). Recorded once; every ceiling of the direction reads it."""
     return Record(AT_ENVELOPE, (
         f'{SLOW_SATURATED}{{ddir="{ddir}"}}\n'
+        f"and {ON} count_over_time(node_disk_reads_completed_total{{%(diskSelector)s}}[{window}]) >= {WINDOW_SAMPLES[window_name]}\n"
         f"and {ON} quantile_over_time(%(throttle_off_ceiling_share)s, fioscope:disk_util_ratio:irate[{window}]) >= %(throttle_util_min_ratio)s\n"
         f"and {ON} (\n  {_flat(iops, window)}\n  or {_flat(bytes_, window)}\n"
         f"  or (quantile_over_time(%(throttle_off_ceiling_share)s, {ENVELOPE}{_sel(ddir, window_name)}[{window}])"
         f" >= 1 - %(throttle_envelope_tolerance)s\n      and {ON} ({_size_spread(ddir, window)}))\n)"),
-        labels=(("window", window_name),))
+        # ddir as a label too (the expression carries it): promtool's duplicate-rules lint tells rules apart by name and labels
+        labels=(("ddir", ddir), ("window", window_name)))
 
 
 def ceilings(window_name: str, window: str, ddir: str, iops_dim: str, bytes_dim: str, iops: str, bytes_: str) -> list[Record]:
@@ -293,7 +313,7 @@ def physical_device(s: dict) -> Record:
 
 
 def ceiling_records(s: dict) -> list[Record]:
-    records = [FIO_LOAD, physical_device(s)] + SLOW_AWAITS
+    records = [FIO_LOAD, physical_device(s), STALLED] + SLOW_AWAITS
     records += [Record(REQUEST_SIZE, f"{bytes_} / ({iops} > 0)", labels=(("ddir", ddir),)) for ddir, _, _, iops, bytes_ in PAIRS]
     for name, window in WINDOWS:
         for ddir, _, _, iops, bytes_ in PAIRS:

@@ -17,10 +17,21 @@ def fmt(value: float) -> str:
     return f"{value:g}"
 
 
+def left_open(seconds: float) -> str:
+    """A range of ``seconds`` that holds the same samples on Prometheus 2.x (ranges include both ends) and 3.x (left-open):
+    a millisecond short of it, so an alert fires at the same evaluation on both."""
+    return f"{round(seconds * 1000) - 1}ms"
+
+
 def params(s: dict) -> dict[str, str]:
     """Every value a template may use, as text."""
     sel, st, t = s["selectors"], s["stack"], s["thresholds"]
     thr = t["throttle"]
+    scrape = duration(s, "stack", "scrape_interval")
+    # the envelope's windows hold window_scrapes scrapes at most (1m at 15 s scrapes, 20 s at 5 s: fast at any interval)
+    # and decide nothing until they hold the scrapes their tests need (after a scrape gap, a restart, a new target)
+    fio_window = duration(s, "thresholds", "throttle", "fio_window")
+    window = min(duration(s, "thresholds", "throttle", "window"), thr["window_scrapes"] * scrape)
     cluster = sel["cluster_label"]
     # first in every on (...) / by (...) list: "" or "cluster, " (node-mixin's clusterLabel)
     cluster_labels = f"{cluster}, " if cluster else ""
@@ -43,8 +54,11 @@ def params(s: dict) -> dict[str, str]:
         "baselineWindow": thr["baseline_window"],
         "resultsStaleSeconds": fmt(duration(s, "thresholds", "results_stale_after")),
         "unsaturatedUtil": fmt(thr["util_min_ratio"] / 2),
-        "fioWindow": thr["fio_window"],
-        "window": thr["window"],
+        "fioWindow": left_open(fio_window),
+        "window": left_open(window),
+        # the per-scrape samples a window must hold before its flatness or envelope test decides (two under fio at 15 s)
+        "fioWindowSamples": fmt(max(2, int(fio_window / scrape + 1e-9))),
+        "windowSamples": fmt(max(3, int(window / scrape + 1e-9))),
         "baselineInterval": thr["baseline_interval"],
         # the span a baseline sample's await covers: its interval of rate-window averages (each reaching rateWindow back)
         "baselineUtilLookback": f"{duration(s, 'thresholds', 'throttle', 'baseline_interval') + duration(s, 'stack', 'rate_window'):g}s",
@@ -52,8 +66,10 @@ def params(s: dict) -> dict[str, str]:
         "peakLookback": thr["peak_lookback"],
         "queueWindow": t["queue_window"],
         "virtualModels": thr["virtual_models"],
+        "stallWindow": t["stall"]["window"],
     }
-    for key, value in list(t.items()) + [(f"throttle_{k}", v) for k, v in thr.items()]:
+    for key, value in (list(t.items()) + [(f"throttle_{k}", v) for k, v in thr.items()]
+                       + [(f"stall_{k}", v) for k, v in t["stall"].items()]):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             p[key] = fmt(value)
     return p
@@ -86,11 +102,16 @@ class Alert:
     summary: str
     description: str
     dashboard: str  # key of DASHBOARD_UIDS
+    # one alert per episode: keeps firing thresholds.disk_keep_firing_for after its condition lapses (a disk's condition
+    # comes and goes with the load; each resolve and re-fire would be a notification)
+    keep_firing: bool = False
 
     def render(self, s: dict, p: dict[str, str]) -> dict:
         rule: dict = {"alert": self.name, "expr": self.expr % p}
         if duration(s, "durations", self.duration) > 0:
             rule["for"] = s["durations"][self.duration]
+        if self.keep_firing and duration(s, "thresholds", "disk_keep_firing_for") > 0:
+            rule["keep_firing_for"] = s["thresholds"]["disk_keep_firing_for"]
         rule["labels"] = {"severity": self.severity}
         rule["annotations"] = {
             "summary": self.summary % p,

@@ -18,12 +18,13 @@ from helpers.net import free_port, wait_for
 class PromClient:
     """Prometheus' HTTP API at ``base``: instant and range queries, targets, rule groups."""
 
-    def __init__(self, base: str):
+    def __init__(self, base: str, timeout: float = 10):
         self.base = base
+        self.timeout = timeout  # seconds per request (the fleet bench counts every series of a large head: longer)
 
     def _get(self, path: str, params: dict | None = None) -> dict:
         url = f"{self.base}{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
-        with urllib.request.urlopen(url, timeout=10) as r:
+        with urllib.request.urlopen(url, timeout=self.timeout) as r:
             body = json.load(r)
         assert body["status"] == "success", body
         return body["data"]
