@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 import pytest
@@ -16,13 +17,19 @@ SESSION_TOKEN = os.environ.setdefault(leaks.TOKEN_VAR, uuid.uuid4().hex)
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: end-to-end suite on lab disks (root, slow); run with -m e2e")
+    config.addinivalue_line("markers", "scenario_tail: a lab scenario whose test runs last (its load outlasts the others: "
+                                       "the rest of the suite runs beside it)")
     config.addinivalue_line("markers", "slow: real-component tests of 10 s or more (Prometheus backfills, Chromium, captures); "
                                        "not in the default run, run with -m slow (.ci/run does)")
 
 
 @pytest.fixture(autouse=True)
-def no_process_left_behind():
-    """A test that leaves fio, Prometheus, node_exporter or fioscope running fails (and they are killed)."""
+def no_process_left_behind(request):
+    """A test that leaves fio, Prometheus, node_exporter or fioscope running fails (and they are killed). Not for e2e
+    tests: the lab scenarios' session stacks start loads between tests (tests/test_e2e.py checks what the suite leaves)."""
+    if request.node.get_closest_marker("e2e"):
+        yield
+        return
     before = leaks.tracked(SESSION_TOKEN)
     yield
     left = leaks.left_behind(SESSION_TOKEN, before)
@@ -55,3 +62,72 @@ def running(tmp_path):
     yield started
     for proc in reversed(started):
         proc.stop()
+
+
+def pytest_runtest_logreport(report):
+    """Each file's e2e test time (setup, call and teardown), printed at the end of the run."""
+    if "e2e" in report.keywords:
+        path = report.nodeid.split("::")[0]
+        _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not _FILE_SECONDS:
+        return
+    terminalreporter.write_line(f"e2e wall time: {time.time() - _SESSION_START:.0f} s; per file (setup, call, teardown; the lab "
+                                "scenarios' setup counts where their first test is):")
+    for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"  {seconds:7.0f} s  {path}")
+
+
+_FILE_SECONDS: dict[str, float] = {}
+_SESSION_START = time.time()
+
+
+def _scenario_items(items) -> list:
+    return [item for item in items if "scenario_lab" in getattr(item, "fixturenames", ())]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The lab scenarios' tests first (their loads run side by side from the first one on), those marked scenario_tail
+    last: the rest of the suite runs while their long loads go on."""
+    scenario = _scenario_items(items)
+    if not scenario:
+        return
+    tail = [item for item in scenario if item.get_closest_marker("scenario_tail")]
+    head = [item for item in scenario if item not in tail]
+    items[:] = head + [item for item in items if item not in scenario] + tail
+
+
+@pytest.fixture(scope="session")
+def scenario_lab(request, tmp_path_factory):
+    """Every collected test's lab scenario (tests/helpers/scenarios.py), started together once; taken down after the
+    last test that asks for it."""
+    from helpers.scenarios import ScenarioLab
+
+    wanted = {}
+    for item in _scenario_items(request.session.items):
+        key = item.callspec.params["scenario"]
+        wanted[key] = item.module.SCENARIOS[key]
+    lab = ScenarioLab(tmp_path_factory.mktemp("scenarios"), wanted)
+    items = _scenario_items(request.session.items)
+    lab.last = items[-1].nodeid
+    tail = [item for item in items if item.get_closest_marker("scenario_tail")]
+    lab.head_last = next((item.nodeid for item in reversed(items) if item not in tail), "")
+    lab.tail_keys = {item.callspec.params["scenario"] for item in tail}
+    request.config.stash[SCENARIO_LAB] = lab
+    lab.open()
+    yield lab
+    lab.close()
+
+
+SCENARIO_LAB = pytest.StashKey()
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """The scenario lab down as soon as its last test is done (not at the end of the session)."""
+    lab = item.config.stash.get(SCENARIO_LAB, None)
+    if lab is not None and item.nodeid == lab.last:
+        lab.close()
+    elif lab is not None and item.nodeid == lab.head_last:  # only the tail's long loads go on beside the rest of the suite
+        lab.keep_only(lab.tail_keys)

@@ -24,31 +24,20 @@ import pytest
 from helpers.cli import fioscope
 from helpers.dashboard_queries import dashboard_queries, substitute
 from helpers.iostat import agree, print_table, sample_agreement
-from helpers.lab import CAP_SCRAPE_INTERVAL, THROTTLE, lab_stack, require_root_lab
+from helpers.lab import CAP_SCRAPE_INTERVAL, THROTTLE, lab_stack, lab_state, require_root_lab
 from helpers.net import free_port, wait_for
 from helpers.paths import REPO
 from helpers.prometheus import PromClient
 
 pytestmark = pytest.mark.e2e
 
-SUITE_START = time.time()
-
-
 @pytest.fixture(scope="module", autouse=True)
 def leaves_nothing_behind():
     require_root_lab()
     from fioscope import lab
 
-    def lab_state() -> tuple[str, list[Path], list[str]]:
-        """Loop devices, lab cgroups and lab mounts: compared before and after, so a run killed earlier on this machine
-        (its disks still there) does not fail this one."""
-        mounts = [line for line in Path("/proc/mounts").read_text().splitlines() if "fioscope-lab" in line or "/lab/" in line]
-        return (subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout,
-                sorted(p for p in Path("/sys/fs/cgroup").rglob("fioscope-lab-*") if p.is_dir()), mounts)
-
     loops, cgroups, mounts = lab_state()
     yield
-    print(f"\ne2e suite wall time: {time.time() - SUITE_START:.0f} s")
     loops_after, cgroups_after, mounts_after = lab_state()
     assert loops_after == loops, "a loop device was left"
     assert cgroups_after == cgroups, f"a lab cgroup was left: {sorted(set(cgroups_after) - set(cgroups))}"

@@ -5,87 +5,35 @@ job: the any-workload alerts), real node_exporter, Prometheus with the project's
 Alertmanager delivering to a webhook, at 5 s scrapes with the default windows and `for:` durations
 (alerts/config.yaml overrides set the intervals); each test prints the time from load start to the
 alert at the webhook and the ceiling its description names (run with -s).
+
+The scenarios run side by side with the other lab scenarios under one stack per scrape interval
+(tests/helpers/scenarios.py, the session's ``scenario_lab``): the capped disks at once, the write cap's uncapped
+reads and the burst after them, the uncapped controls one at a time; each test asserts on its own device.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from helpers.cli import fioscope
-from helpers.lab import Webhook, e2e_overrides, fio_in_cgroup, fio_job, lay_out, require_root_lab, stop_fio
-from helpers.native_stack import NativeStack
+from helpers.lab import require_root_lab
 from helpers.net import wait_for
-from helpers.prometheus import PromClient
-from helpers.results import config_with_targets
+from helpers.scenarios import Run, Scenario, once_paged
 
 pytestmark = pytest.mark.e2e
 
-# 5 s scrapes and evaluations (the tests of 1 s scrapes hid slow detection), the default windows and `for:` durations;
-# only the step-down lookback is shorter (the burst allowance is a minute, not hours)
-SETTINGS = [
-    "stack.scrape_interval=5s", "stack.evaluation_interval=5s", "stack.rate_window=1m",
-    "thresholds.throttle.step_down_lookback=3m", "stack.alertmanager_group_interval=5s",
-]
 THROTTLE = ("FioscopeDiskThrottledUnderFioLoad", "FioscopeDiskThrottled", "FioscopeDiskThrottledAfterBurst", "FioscopeDiskQueueExploding")
 MIB = 1048576
-
-
-@contextlib.contextmanager
-def detection_stack(tmp_path: Path, name: str, kind: str, **limits):
-    """One lab disk named detect-<name> and the native stack watching it."""
-    from fioscope import lab
-
-    require_root_lab()
-    state, webhook, stack, disk = tmp_path / "lab", Webhook(), None, None
-    try:
-        disk = lab.up(kind, name=f"detect-{name}", size="2G", state_dir=state, **limits)
-        config = config_with_targets(tmp_path / "fioscope.yaml", [{"name": name, "directory": disk.mountpoint}])
-        stack = NativeStack(tmp_path / "stack", e2e_overrides(webhook.url, extra=SETTINGS), fioscope_config=config)
-        stack.start()
-        prom = PromClient(stack.url("prometheus"))
-        wait_for(lambda: prom.value(f'node_disk_reads_completed_total{{device="{disk.device_name}"}}') is not None, 60,
-                 what="node_exporter scraped")
-        yield disk, webhook, prom
-    finally:
-        if stack:
-            stack.stop()
-        webhook.close()
-        if disk:
-            lab.down(disk.name, state)
-
-
-def load(disk, tmp_path: Path, sections: list[str]) -> subprocess.Popen:
-    """fio with the given job sections inside the lab disk's cgroup (an application's load), its files laid out first."""
-    job = fio_job(tmp_path / "load.fio", disk.mountpoint, sections)
-    lay_out(job)
-    return fio_in_cgroup(disk.cgroup, job)
+WAIT = 240  # a cap's load runs until its alert is at the webhook, this long at most
 
 
 def alternating_sections(rounds: int, phase: int = 10, depth: int = 128) -> list[str]:
     """4k random reads and 256k reads (a scan) taking turns every ``phase`` seconds."""
     return [f"[{'small' if i % 2 == 0 else 'scan'}{i}]\nrw=randread\nbs={'4k' if i % 2 == 0 else '256k'}\nsize=256m\n"
             f"iodepth={depth}\nruntime={phase}\nstonewall\nfilename=alt.dat" for i in range(rounds)]
-
-
-def first_alert(webhook: Webhook, device: str, names=THROTTLE) -> tuple[float, dict] | None:
-    for when, alert in webhook.received:
-        if alert["labels"].get("alertname") in names and alert["labels"].get("device") == device:
-            return when, alert
-    return None
-
-
-def watch(webhook: Webhook, device: str, start: float, expect: str | None, seconds: float) -> tuple[float, dict] | None:
-    """Wait for ``expect`` on ``device`` (or watch ``seconds`` for any throttling alert when None)."""
-    if expect:
-        wait_for(lambda: first_alert(webhook, device, (expect,)), seconds, interval=0.5, what=f"{expect} on {device}")
-    else:
-        time.sleep(seconds)
-    return first_alert(webhook, device, (expect,) if expect else THROTTLE)
 
 
 def report(label: str, start: float, hit: tuple[float, dict] | None) -> None:
@@ -96,9 +44,9 @@ def report(label: str, start: float, hit: tuple[float, dict] | None) -> None:
         print(f"\n[{label}] no throttling alert")
 
 
-def others(webhook: Webhook, device: str, allowed: str | None) -> list[str]:
-    return sorted({a["labels"]["alertname"] for _, a in webhook.received
-                   if a["labels"].get("device") == device and a["labels"]["alertname"] in THROTTLE and a["labels"]["alertname"] != allowed})
+def others(run: Run, allowed: str | None) -> list[str]:
+    """The throttling pages on the scenario's device while its load ran (and one evaluation after), but ``allowed``."""
+    return sorted({a["labels"]["alertname"] for _, a in run.pages("5s", THROTTLE, run.start, run.end + 5)} - {allowed})
 
 
 CAPS = {  # shape: (lab kind, limits, fio sections, the alert, phrase its description must hold, phrase it must not)
@@ -111,55 +59,59 @@ CAPS = {  # shape: (lab kind, limits, fio sections, the alert, phrase its descri
         ["[reads]\nrw=randread\nbs=4k\nsize=256m\niodepth=8\nruntime=300\nfilename=r.dat",
          "[writes]\nrw=randwrite\nbs=4k\nsize=256m\niodepth=64\nruntime=300\nfilename=w.dat"],
         "FioscopeDiskThrottled", "writes flat at ~", "reads flat"),
-    # the burst allowance runs from `lab up`: the load starts right away, fast for 60 s, then capped
+    # the burst allowance runs from the load's start: fast for 60 s, then capped
     "burst then cap (60 s burst)": (
-        "burst-then-cap", {"read_iops": 300, "write_iops": 300, "burst_seconds": 60},
+        "burst-then-cap", {"read_iops": 300, "write_iops": 300},
         ["[reads]\nrw=randread\nbs=4k\nsize=256m\niodepth=16\nruntime=300\nfilename=r.dat"],
         "FioscopeDiskThrottledAfterBurst", "burst credits exhausted", "no such phrase"),
 }
+BURST_SECONDS = 60
+CONTROLS = {
+    "saturated": ("healthy", {}, ["[sat]\nrw=randread\nbs=4k\nsize=128m\niodepth=64\nnumjobs=4\nruntime=120\nfilename=s.dat"]),
+    "alternating": ("healthy", {}, alternating_sections(12)),
+    # 300 writes as fast as the cap lets them, then a second's pause: ~250/s on average under the 500 cap
+    "bursty-under-cap": ("write-capped", {"write_iops": 500},
+                         ["[bursty]\nrw=randwrite\nbs=4k\nsize=128m\niodepth=8\nthinktime=1s\nthinktime_blocks=300\n"
+                          "runtime=120\nfilename=b.dat"]),
+}
+SCENARIOS = {
+    # the bandwidth cap is cheap beside the other capped disks; the write cap's uncapped reads and the burst take a core
+    # each, so they start once the cheap caps are done, and the uncapped controls one at a time after them
+    **{f"detection: {shape}": Scenario(
+        kind, [sections], WAIT, limits=limits, stop=once_paged((alert,)), phase=0 if kind == "bandwidth-capped" else 1,
+        cap_after=BURST_SECONDS if kind == "burst-then-cap" else None)
+       for shape, (kind, limits, sections, alert, _, _) in CAPS.items()},
+    **{f"detection control: {control}": Scenario(kind, [sections], 120, limits=limits, phase=0 if kind != "healthy" else 2,
+                                                 alone=kind == "healthy")
+       for control, (kind, limits, sections) in CONTROLS.items()},
+}
 
 
-@pytest.mark.parametrize("shape", list(CAPS))
-def test_cap_fires_its_alert_naming_the_ceiling(tmp_path, shape):
+@pytest.mark.parametrize("scenario", [f"detection: {shape}" for shape in CAPS])
+def test_cap_fires_its_alert_naming_the_ceiling(scenario_lab, scenario):
+    shape = scenario.removeprefix("detection: ")
     kind, limits, sections, alert, must, must_not = CAPS[shape]
-    with detection_stack(tmp_path, kind, kind, **limits) as (disk, webhook, prom):
-        start = time.time()
-        fio = load(disk, tmp_path, sections)
-        try:
-            hit = watch(webhook, disk.device_name, start, alert, 240)
-        finally:
-            stop_fio(fio)
-        report(shape, start, hit)
-        description = hit[1]["annotations"]["description"] if hit else ""
-        assert must in description and must_not not in description, description
-        assert not others(webhook, disk.device_name, alert), "one cap, one page"
-        if kind == "burst-then-cap":
-            assert hit[0] - start > limits["burst_seconds"], "fired before the cap"
-        else:  # any workload: flagged within two minutes of onset at the default windows
-            assert hit[0] - start <= 120, f"{hit[0] - start:.0f} s to the webhook"
+    run = scenario_lab.finished(scenario)
+    hit = run.first_page("5s", (alert,))
+    report(shape, run.start, hit)
+    description = hit[1]["annotations"]["description"] if hit else ""
+    assert hit, f"no {alert} on {run.disk.device_name} in {WAIT} s"
+    assert must in description and must_not not in description, description
+    assert not others(run, alert), "one cap, one page"
+    if kind == "burst-then-cap":
+        assert hit[0] - run.start > BURST_SECONDS, "fired before the cap"
+    else:  # any workload: flagged within two minutes of onset at the default windows
+        assert hit[0] - run.start <= 120, f"{hit[0] - run.start:.0f} s to the webhook"
 
 
-@pytest.mark.parametrize("control", ["saturated", "alternating", "bursty-under-cap"])
-def test_healthy_controls_stay_silent(tmp_path, control):
-    kind, limits = ("write-capped", {"write_iops": 500}) if control == "bursty-under-cap" else ("healthy", {})
-    with detection_stack(tmp_path, control, kind, **limits) as (disk, webhook, prom):
-        start = time.time()
-        if control == "saturated":
-            sections = ["[sat]\nrw=randread\nbs=4k\nsize=128m\niodepth=64\nnumjobs=4\nruntime=120\nfilename=s.dat"]
-        elif control == "alternating":
-            sections = alternating_sections(12)
-        else:  # 300 writes as fast as the cap lets them, then a second's pause: ~250/s on average under the 500 cap
-            sections = ["[bursty]\nrw=randwrite\nbs=4k\nsize=128m\niodepth=8\nthinktime=1s\nthinktime_blocks=300\n"
-                        "runtime=120\nfilename=b.dat"]
-        fio = load(disk, tmp_path, sections)
-        try:
-            hit = watch(webhook, disk.device_name, start, None, 120)
-            iops = prom.value(f'max_over_time(fioscope:disk_iops{{device="{disk.device_name}"}}[2m])') or 0.0
-        finally:
-            stop_fio(fio)
-        report(f"healthy control: {control}", start, hit)
-        assert hit is None, hit
-        assert iops > 100, "the control was not loaded"
+@pytest.mark.parametrize("scenario", [f"detection control: {control}" for control in CONTROLS])
+def test_healthy_controls_stay_silent(scenario_lab, scenario):
+    run = scenario_lab.finished(scenario)
+    pages = run.pages("5s", THROTTLE, run.start, run.end + 5)
+    iops = run.stacks["5s"].prom.value(f'max_over_time(fioscope:disk_iops{{device="{run.disk.device_name}"}}[2m])', at=run.end) or 0.0
+    report(f"healthy control: {scenario.removeprefix('detection control: ')}", run.start, pages[0] if pages else None)
+    assert not pages, pages
+    assert iops > 100, "the control was not loaded"
 
 
 def test_burst_timer_caps_later_and_lab_down_removes_it(tmp_path):

@@ -8,42 +8,29 @@ The cases of the envelope issue, each a capped lab disk and an uncapped twin und
 
 Real fio runs inside the lab disk's cgroup (an application's load, not a fioscope job: the any-workload alert), real
 node_exporter, Prometheus with the project's rules at their default windows and `for:` durations, and Alertmanager
-delivering to a webhook; scrapes and evaluations every 5 s, then every 15 s (the stack's default). Each capped disk must
-have FioscopeDiskThrottled firing within two minutes of load start, naming its ceilings near the caps, and at the webhook
-Alertmanager's group_wait (the evaluation interval) later at most; each twin stays silent. Run with -s for the figures
-(seconds from load start to firing and to the webhook, the description).
+delivering to a webhook; scrapes and evaluations every 5 s and every 15 s (the stack's default): one lab disk per shape,
+watched by both stacks at once. Each capped disk must have FioscopeDiskThrottled firing within two minutes of load start
+on each stack, naming its ceilings near the caps, and at the webhook Alertmanager's group_wait (the evaluation interval)
+later at most; each twin stays silent. Run with -s for the figures (seconds from load start to firing and to the
+webhook, the description).
 
-The pairs run one after another: two cores cannot drive six loop disks at once (the 4 KiB phases become CPU-bound and
-miss the cap). The twins are declared local hardware (thresholds.disk_cap_per_device): an uncapped loop disk runs into
-this VM's own virtual disk, which *is* a provider's cap; declared physical, a twin may get the info alert, never a page.
+The shapes run side by side with the other lab scenarios (tests/helpers/scenarios.py): the capped disks at once; the
+twins, whose uncapped 4 KiB phases take a core each (two cores cannot drive them beside the caps: the 4 KiB phases
+become CPU-bound and miss the cap), one at a time after the capped disks, each as long as its capped disk took to page
+on both stacks and 20 s more (90 s at least). The twins are declared local hardware (thresholds.disk_cap_per_device): an
+uncapped loop disk runs into this VM's own virtual disk, which *is* a provider's cap; declared physical, a twin may get
+the info alert, never a page.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from fioscope_mixin.units import parse_duration
-from helpers.lab import (
-    Webhook,
-    e2e_overrides,
-    fio_in_cgroup,
-    fio_job,
-    lab_disks,
-    lab_lock,
-    lay_out,
-    require_root_lab,
-    started,
-    stop_fio,
-    webhook_receiver,
-)
-from helpers.native_stack import NativeStack
-from helpers.net import wait_for
 from helpers.prometheus import PromClient
-from helpers.results import config_with_targets
+from helpers.scenarios import Scenario, as_long_as, once_paged, twin_of
 
 pytestmark = pytest.mark.e2e
 
@@ -82,9 +69,16 @@ SHAPES = {
         "bandwidth-capped", {"read_bps": 20 * MIB, "write_bps": 20 * MIB},
         alternating("4k", "256k", 20, 32, 12), {"read throughput": 20 * MIB}),
 }
-INTERVALS = ["5s", "15s"]
-FIGURES: list[str] = []
+INTERVALS = ("5s", "15s")
 UNITS = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024, "Mi": MIB, "Gi": 1024 * MIB}
+SCENARIOS = {
+    f"envelope: {name}": Scenario(
+        shape.kind, [shape.sections], DEADLINE + 45 + TWIN_WATCH, intervals=INTERVALS, limits=shape.limits, learn=True,
+        stop=once_paged(("FioscopeDiskThrottled",), then=TWIN_WATCH, at_least=90),
+        twin=Scenario("healthy", [shape.sections], DEADLINE + 45 + TWIN_WATCH, intervals=INTERVALS, learn=True, physical=True,
+                      phase=2, alone=True, stop=as_long_as(f"envelope: {name}", "FioscopeDiskThrottled", TWIN_WATCH, 90,
+                                                           DEADLINE + 45 + TWIN_WATCH)))
+    for name, shape in SHAPES.items()}
 
 
 def named_ceilings(description: str) -> dict[str, float]:
@@ -93,102 +87,41 @@ def named_ceilings(description: str) -> dict[str, float]:
     return {dim: float(value) * UNITS[unit] for dim, value, unit in found}
 
 
-@pytest.fixture(scope="module", params=INTERVALS)
-def envelope_lab(request, tmp_path_factory):
-    """Every shape's capped disk and its uncapped twin, and the native stack watching them at one scrape interval.
-    Yields (interval, {shape: (capped disk, twin)}, webhook, PromClient)."""
-    require_root_lab()
-    interval, tmp = request.param, tmp_path_factory.mktemp(f"envelope-{request.param}")
-    with lab_lock(), lab_disks(tmp / "lab") as up, webhook_receiver() as webhook:
-        try:
-            pairs = {name: (up(shape.kind, f"env-{interval}-{i}", **shape.limits), up("healthy", f"env-{interval}-{i}-twin"))
-                     for i, (name, shape) in enumerate(SHAPES.items())}
-            disks = [d for pair in pairs.values() for d in pair]
-            config = config_with_targets(tmp / "fioscope.yaml", [{"name": d.name, "directory": d.mountpoint} for d in disks])
-            settings = [f"stack.scrape_interval={interval}", f"stack.evaluation_interval={interval}", "stack.rate_window=1m",
-                        "stack.alertmanager_group_interval=5s",
-                        # the device's normal from 20 s averages (not 1 min): a fresh stack learns it sooner
-                        "thresholds.throttle.baseline_interval=20s",
-                        *[f"thresholds.disk_cap_per_device.{twin.device_name}=physical" for _, twin in pairs.values()]]
-            overrides = e2e_overrides(webhook.url, rate_window="1m", extra=settings)
-            with started(NativeStack(tmp / "stack", overrides, fioscope_config=config)) as stack:
-                prom = PromClient(stack.url("prometheus"))
-                learn_normals(prom, disks, tmp)
-                yield interval, pairs, webhook, prom
-        finally:
-            if request.param == INTERVALS[-1]:
-                print("\n" + "\n".join(FIGURES))
+def fired_at(prom: PromClient, alertname: str, device: str, start: float, end: float) -> float | None:
+    """When Prometheus first had the alert firing after ``start``: the oldest sample of its ALERTS series (written at each
+    evaluation) in [start, end]."""
+    series = prom.query(f'ALERTS{{alertname="{alertname}",alertstate="firing",device="{device}"}}[{end - start + 1:.0f}s]', at=end)
+    return min((float(t) for one in series for t, _ in one["values"] if float(t) >= start), default=None)
 
 
-def learn_normals(prom: PromClient, disks, tmp: Path) -> None:
-    """A light random-read load (50/s, one in flight) on every disk until each has its reads' normal await. A device
-    without one is judged by the absolute floor instead (10 ms)."""
-    light = []
-    try:
-        for d in disks:
-            job = fio_job(tmp / f"light-{d.name}.fio", d.mountpoint,
-                          ["[light]\nrw=randread\nbs=4k\nsize=64m\niodepth=1\nrate_iops=50\nruntime=600\nfilename=light.dat"])
-            lay_out(job)
-            light.append(fio_in_cgroup(d.cgroup, job))
-        devices = "|".join(d.device_name for d in disks)
-        # the loads below are reads: their await is judged against the reads' normal
-        wait_for(lambda: len(prom.query(f'fioscope:disk_read_await_baseline_seconds{{device=~"{devices}"}}')) == len(disks), 240,
-                 interval=2, what="every lab disk's normal read await")
-    finally:
-        for proc in light:
-            stop_fio(proc)
-
-
-def fired_at(prom: PromClient, alertname: str, device: str) -> float | None:
-    """When Prometheus first had the alert firing: the oldest sample of its ALERTS series (written at each evaluation)."""
-    series = prom.query(f'ALERTS{{alertname="{alertname}",alertstate="firing",device="{device}"}}[15m]')
-    return min((float(t) for one in series for t, _ in one["values"]), default=None)
-
-
-def first_page(webhook: Webhook, device: str, names=PAGES) -> tuple[float, dict] | None:
-    return next(((when, a) for when, a in webhook.received
-                 if a["labels"].get("alertname") in names and a["labels"].get("device") == device), None)
-
-
-@pytest.mark.parametrize("shape", list(SHAPES))
-def test_capped_disk_pages_naming_its_ceilings_and_its_twin_stays_silent(envelope_lab, shape):
-    interval, pairs, webhook, prom = envelope_lab
-    capped, twin = pairs[shape]
+@pytest.mark.parametrize("interval", INTERVALS)
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_capped_disk_pages_naming_its_ceilings_and_its_twin_stays_silent(scenario_lab, scenario, interval):
+    capped, twin = scenario_lab.finished(scenario), scenario_lab.finished(twin_of(scenario))
+    shape = scenario.removeprefix("envelope: ")
     spec = SHAPES[shape]
-    jobs = []
-    for disk in (capped, twin):
-        job = fio_job(Path(disk.state_dir) / "load.fio", disk.mountpoint, spec.sections)
-        lay_out(job)
-        jobs.append(job)
-    start = time.time()
-    loads = [fio_in_cgroup(disk.cgroup, job) for disk, job in zip((capped, twin), jobs)]
-    try:
-        hit = None
-        while time.time() - start < DEADLINE + 45 and hit is None:
-            hit = first_page(webhook, capped.device_name, ("FioscopeDiskThrottled",))
-            time.sleep(0.5)
-        until = max(start + 90, (hit[0] if hit else time.time()) + TWIN_WATCH)
-        while time.time() < until:
-            time.sleep(0.5)
-    finally:
-        for proc in loads:
-            stop_fio(proc)
-    twin_pages = [a["labels"]["alertname"] for _, a in webhook.received
-                  if a["labels"].get("device") == twin.device_name and a["labels"]["alertname"] in PAGES]
-    others = sorted({a["labels"]["alertname"] for _, a in webhook.received
-                     if a["labels"].get("device") == capped.device_name and a["labels"]["alertname"] in PAGES}
+    group_wait = parse_duration(interval)
+    hit = capped.first_page(interval, ("FioscopeDiskThrottled",))
+    twin_pages = [a["labels"]["alertname"] for _, a in twin.pages(interval, PAGES, twin.start, twin.end + group_wait)]
+    others = sorted({a["labels"]["alertname"] for _, a in capped.pages(interval, PAGES, capped.start, capped.end + group_wait)}
                     - {"FioscopeDiskThrottled"})
     description = hit[1]["annotations"]["description"] if hit else ""
-    fired = fired_at(prom, "FioscopeDiskThrottled", capped.device_name)
-    FIGURES.append(f"[{interval} scrapes] {shape}: " + (
+    fired = fired_at(capped.stacks[interval].prom, "FioscopeDiskThrottled", capped.disk.device_name, capped.start, capped.end)
+    start = capped.start
+    print(f"\n[{interval} scrapes] {shape}: " + (
         f"FioscopeDiskThrottled firing {fired - start:.0f} s after load start, at the webhook {hit[0] - start:.0f} s: {description}"
-        if hit and fired else "no FioscopeDiskThrottled") + f" | twin: {', '.join(twin_pages) or 'silent'}")
-    assert hit and fired, f"{shape} at {interval}: no FioscopeDiskThrottled on {capped.device_name} in {DEADLINE + 45} s"
+        if hit and fired else "no FioscopeDiskThrottled") + f" | twin ({twin.end - twin.start:.0f} s of the same load): "
+        f"{', '.join(twin_pages) or 'silent'}")
+    assert hit and fired, f"{shape} at {interval}: no FioscopeDiskThrottled on {capped.disk.device_name} in {capped.end - start:.0f} s"
     # the alert within two minutes; the page after Alertmanager's group_wait (the evaluation interval) more
     assert fired - start <= DEADLINE, f"firing {fired - start:.0f} s after load start: {description}"
-    assert hit[0] - start <= DEADLINE + parse_duration(interval), f"{hit[0] - start:.0f} s to the webhook: {description}"
+    assert hit[0] - start <= DEADLINE + group_wait, f"{hit[0] - start:.0f} s to the webhook: {description}"
     named = named_ceilings(description)
-    for dimension, cap in spec.ceilings.items():
+    # a page names the ceilings its window saw: at 15 s scrapes the 75 s window spans both request-size phases, so every
+    # cap is named; at 5 s the window is five scrapes (25 s) and the first page comes inside one phase, where one cap binds
+    expected = spec.ceilings if parse_duration(interval) >= 15 else {d: c for d, c in spec.ceilings.items() if d in named}
+    assert expected, f"none of {sorted(spec.ceilings)} named: {description}"
+    for dimension, cap in expected.items():
         assert dimension in named, f"{dimension} not named: {description}"
         assert 0.75 * cap <= named[dimension] <= 1.25 * cap, f"{dimension} named at {named[dimension]:g}, the cap is {cap:g}: {description}"
     assert not others, f"one cap, one page: {others}"

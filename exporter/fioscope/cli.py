@@ -28,6 +28,7 @@ from .config import (
     parse_limits,
 )
 from .jobs import check_safe, load_job, resolve_job
+from .lab import KINDS as LAB_KINDS
 
 log = logging.getLogger("fioscope")
 
@@ -88,9 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_argument("--state-dir", default=None, help="where lab disks and their state live (default /var/lib/fioscope-lab)")
     labsub = lab.add_subparsers(dest="lab_command", required=True)
     lab_up = labsub.add_parser("up", help="create a lab disk: throttled (IOPS), read-capped, write-capped, bandwidth-capped, "
-                                          "dual-capped (IOPS and bytes/s), burst-then-cap, slow-fsync or healthy")
-    lab_up.add_argument("kind", choices=["throttled", "read-capped", "write-capped", "bandwidth-capped", "dual-capped", "burst-then-cap",
-                                         "slow-fsync", "healthy"])
+                                          "dual-capped (IOPS and bytes/s), burst-then-cap, stalled (1-2 IOPS), slow-fsync or healthy")
+    lab_up.add_argument("kind", choices=list(LAB_KINDS))
     lab_up.add_argument("--burst-seconds", type=int, default=None, help="burst-then-cap: uncapped this long, then capped (default 120)")
     lab_up.add_argument("--name", default="")
     lab_up.add_argument("--size", default="2G")
@@ -394,7 +394,8 @@ def cmd_lab(args) -> int:
             disk = lab.up(args.kind, args.name, args.size, state_dir, args.read_iops, args.write_iops,
                           args.read_bps, args.write_bps, args.burst_seconds)
             print(json.dumps({"name": disk.name, "device": disk.loop_device, "mountpoint": disk.mountpoint,
-                              "cgroup": disk.cgroup, "limits": disk.limits, "burst_seconds": disk.burst_seconds}))
+                              "cgroup": disk.cgroup, "backing_device": disk.backing_device, "limits": disk.limits,
+                              "burst_seconds": disk.burst_seconds}))
         elif args.lab_command == "down":
             if not args.all and not args.name:
                 raise lab.LabError("down: name a lab disk or give --all")

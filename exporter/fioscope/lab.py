@@ -13,7 +13,8 @@ direction only), ``bandwidth-capped`` (bytes per second), ``dual-capped`` (IOPS 
 second at once: cgroup v1 writes both ``blkio.throttle.*_iops_device`` and ``*_bps_device``, v2 one
 ``io.max`` line with riops, wiops, rbps and wbps), ``burst-then-cap`` (uncapped for
 ``burst_seconds``, then the caps: a timer process writes the throttle, as burst credits
-running out or a leaky bucket's burst allowance would), ``slow-fsync`` and ``healthy``.
+running out or a leaky bucket's burst allowance would), ``stalled`` (2 IOPS each way: under a queue of 32 requests
+stay in flight for seconds and almost none complete, a disk in trouble), ``slow-fsync`` and ``healthy``.
 
 Every step is recorded in ``<state-dir>/<name>/state.json`` before it is taken, so
 ``down`` removes exactly what was created (the burst timer too), also after a crash, and
@@ -45,6 +46,8 @@ KINDS: dict[str, dict[str, int]] = {
     # lab host's own disk sustains: small requests meet the IOPS cap, large ones the bandwidth cap
     "dual-capped": {"read_iops": 1000, "write_iops": 1000, "read_bps": 40 * MIB, "write_bps": 40 * MIB},
     "burst-then-cap": {"read_iops": 300, "write_iops": 300},  # after burst_seconds uncapped
+    # a stalled device: requests in flight, almost no completions (under fio's queue of 32, each waits ~16 s)
+    "stalled": {"read_iops": 2, "write_iops": 2},
     "slow-fsync": {"write_iops": 60},  # each fdatasync costs a data write plus a journal commit: p99 well above 10 ms
     "healthy": {},
 }
@@ -203,6 +206,18 @@ def write_limits(disk: LabDisk) -> None:
                 (path / f"blkio.throttle.{fname}").write_text(f"{dev} {lim[src]}")
 
 
+def lift_limits(disk: LabDisk) -> None:
+    """Remove the disk's caps from its cgroup (v1: a limit of 0 removes the rule; v2: ``max``); a missing file is left alone."""
+    path, dev = Path(disk.cgroup), disk.backing_device
+    writes = ({"io.max": f"{dev} riops=max wiops=max rbps=max wbps=max"} if disk.cgroup_version == 2 else
+              {f"blkio.throttle.{f}": f"{dev} 0" for f in ("read_iops_device", "write_iops_device", "read_bps_device", "write_bps_device")})
+    for name, line in writes.items():
+        try:
+            (path / name).write_text(line)
+        except OSError:  # no such rule or file (an uncapped disk, a removed cgroup)
+            pass
+
+
 def _start_burst_timer(disk: LabDisk) -> None:
     """A detached process that sleeps through the burst, then writes the caps (recorded before it starts)."""
     disk.created.append("timer")
@@ -246,6 +261,8 @@ def down(name: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
         removed.append(f"burst timer {disk.timer_pid}")
     if "cgroup" in disk.created and disk.cgroup and Path(disk.cgroup).exists():
         cg = Path(disk.cgroup)
+        # the caps lifted first: a stalled disk's queued requests would hold its processes (and the mount) for minutes
+        lift_limits(disk)
         for pid in (cg / "cgroup.procs").read_text().split():
             try:
                 os.kill(int(pid), 9)  # a process left inside would keep the cgroup busy

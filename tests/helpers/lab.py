@@ -49,6 +49,14 @@ def require_root_lab():
         require(tool)
 
 
+def lab_state() -> tuple[str, list[Path], list[str]]:
+    """Loop devices, lab cgroups and lab mounts on this machine: compared before and after a suite (or the scenario lab),
+    so a run killed earlier (its disks still there) does not fail this one."""
+    mounts = [line for line in Path("/proc/mounts").read_text().splitlines() if "fioscope-lab" in line or "/lab/" in line]
+    return (subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout,
+            sorted(p for p in Path("/sys/fs/cgroup").rglob("fioscope-lab-*") if p.is_dir()), mounts)
+
+
 @contextlib.contextmanager
 def lab_lock():
     """The machine-wide lab lock, unless this process already holds it (run under `flock /tmp/fioscope-lab.lock`)."""

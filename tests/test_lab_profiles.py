@@ -1,0 +1,36 @@
+"""Lab profiles as `fioscope lab up` writes them into the disk's cgroup (root; a 64 MiB disk, a second or two)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from helpers.cli import fioscope
+from helpers.lab import lab_lock
+
+
+def test_stalled_profile_caps_both_directions_at_two_iops(tmp_path):
+    """`lab up stalled`: 2 IOPS each way in the disk's cgroup (what makes a queue of 32 a stall); `down` removes it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (loop devices, cgroups)")
+    from fioscope import lab
+
+    state = tmp_path / "lab"
+    with lab_lock():
+        made = fioscope("lab", "--state-dir", str(state), "up", "stalled", "--name", "stall-profile", "--size", "64M")
+        assert made.returncode == 0, made.stderr
+        disk = json.loads(made.stdout)
+        try:
+            cgroup, dev = Path(disk["cgroup"]), disk["backing_device"]
+            if lab.cgroup_version() == 2:
+                assert f"{dev} rbps=max wbps=max riops=2 wiops=2" in (cgroup / "io.max").read_text()
+            else:
+                for direction in ("read", "write"):
+                    assert (cgroup / f"blkio.throttle.{direction}_iops_device").read_text().split() == [dev, "2"], direction
+                    assert (cgroup / f"blkio.throttle.{direction}_bps_device").read_text().strip() == ""
+        finally:
+            down = fioscope("lab", "--state-dir", str(state), "down", "stall-profile")
+        assert down.returncode == 0, down.stderr
+        assert not cgroup.exists() and not os.path.ismount(disk["mountpoint"])
