@@ -415,9 +415,26 @@ VALUES = {"promql_expr_test_extra": [
 ]}
 
 
-def _merge_values(test: dict) -> dict:
+def dashboard_check(seen: Seen) -> dict:
+    """The Disk under load dashboard's cause timeline, its variables matching every device, five minutes into the
+    episodes: each device's state is its cause's (0: not slow)."""
+    from fioscope_mixin import dashboards
+    from fioscope_mixin.settings import load_settings
+
+    dashboards.configure(load_settings())
+    expr = dashboards.slow_cause().build().targets[0].expr
+    for var in ("host", "device"):
+        expr = expr.replace(f'=~"${var}"', '=~".+"')
+    state = {cause: i for i, (cause, _, _) in enumerate(dashboards.CAUSE_STATES, 1)}
+    t = seconds(AT)
+    return {"expr": expr, "eval_time": AT,
+            "exp_samples": [{"labels": sc._labels({"host": c.device.host, "device": c.device.device}),
+                             "value": state.get(seen[t].get(f"{c.device.host}/{c.device.device}", ""), 0)} for c in CASES]}
+
+
+def _merge_values(test: dict, seen: Seen) -> dict:
     group = test["tests"][0]
-    group["promql_expr_test"] += group.pop("promql_expr_test_extra")
+    group["promql_expr_test"] += group.pop("promql_expr_test_extra") + [dashboard_check(seen)]
     return test
 
 
@@ -444,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         return 1
     if not (args.check or args.matrix):
-        OUT.write_text(HEADER + yaml.safe_dump(_merge_values(build_test(seen, alerts, args.rules)), sort_keys=False, width=160))
+        OUT.write_text(HEADER + yaml.safe_dump(_merge_values(build_test(seen, alerts, args.rules), seen), sort_keys=False, width=160))
     return 0
 
 
