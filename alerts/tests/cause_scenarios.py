@@ -171,7 +171,7 @@ CASES = [
          alert=(C, "warning"), phrase="x the device's normal of 50"),
     Case("noisy neighbour (lab shape): a paced 1,500 reads/s victim at 6.2 ms and 636 r/s",
          Device("c2", "vdb", window(PACED_VICTIM, ONSET, EPISODE_END, PACED_BEFORE), discards=False), "noisy_neighbour",
-         alert=(C, "warning"), phrase="IO/s the application asked at normal latency"),
+         alert=(C, "warning"), phrase="IO/s it carried on average at its normal latency"),
     Case("stall: 32 in flight, 0.5 completions/s, util 25 %", Device("c3", "vdb", window(stalled, ONSET, EPISODE_END)), "stall",
          in_flight=lambda t, s: 32 if ONSET <= t < EPISODE_END else round(s.queue),
          alert=(n.ALERT_DISK_CAUSE_STALL, "critical"), phrase="32 requests in flight"),

@@ -101,8 +101,8 @@ WRITEBACK_CLIFF = (f"{n.DISK_UTIL_RATIO_IRATE} >= %(throttle_util_min_ratio)s an
                    f"  and {ON} {n.DISK_WRITE_AWAIT_SECONDS} >= {ON} %(cause_slow_await_factor)s * {W_NORMAL}\n"
                    f"  and {LOCAL}")
 
-# slow at no more than the load the application asked while the device ran at its normal latency (the last hour's
-# minutes at normal await): the queue the application keeps is the same, completions fall because each takes longer
+# slow at no more than the load the device carried at its normal latency in the last hour (the mean of its busy minutes
+# at normal await): the queue the application keeps is the same, completions fall because each takes longer
 ASKED = "(1 + %%(cause_demand_tolerance)s) * avg_over_time(%s[%%(cause_demand_lookback)s])"
 NOISY_NEIGHBOUR = (f"{SLOW}\n"
                    f"and {ON} {n.DISK_IOPS} <= {ON} {ASKED % n.DISK_NORMAL_IOPS}\n"
@@ -153,10 +153,12 @@ def cause_records() -> list[Record]:
     return [slow, *host_level, *causes]
 
 
-# the load the application asked while the device ran at its normal latency: a minute's averages, once a minute,
-# unless the device was slow in that minute (the noisy-neighbour test's reference)
+# the load the device carried at its normal latency: a minute's averages, once a minute, for minutes with a load (an idle
+# minute would lower the mean) in which the device was never slow (the noisy-neighbour test's reference)
 NORMAL_DEMAND = [
-    Record(rec, f"avg_over_time({series}[%(baselineInterval)s])\nunless {ON} max_over_time({SLOW}[%(baselineInterval)s])")
+    Record(rec, f"avg_over_time({series}[%(baselineInterval)s])\n"
+                f"and {ON} avg_over_time({n.DISK_IOPS}[%(baselineInterval)s]) >= %(throttle_min_iops)s\n"
+                f"unless {ON} max_over_time({SLOW}[%(baselineInterval)s])")
     for rec, series in ((n.DISK_NORMAL_IOPS, n.DISK_IOPS), (n.DISK_NORMAL_BYTES_PER_SECOND, n.DISK_BYTES_PER_SECOND))
 ]
 
@@ -256,7 +258,7 @@ def cause_alerts() -> list[Alert]:
                     "await " + AWAIT + ", {{ $value | printf \"%%.1f\" }}x the device's normal of " + NORMAL + ", " + LOAD_TEXT
                     + ", no more than the "
                     + disk_value(n.DISK_NORMAL_IOPS, around="avg_over_time(%s[%%(cause_demand_lookback)s])")
-                    + " IO/s the application asked at normal latency over the last %(cause_demand_lookback)s (queue "
+                    + " IO/s it carried on average at its normal latency in the last %(cause_demand_lookback)s (queue "
                     + disk_value(n.DISK_QUEUE_SIZE) + "); no ceiling",
                     "The device's own load did not grow: find who else uses the backend (other volumes of the host, the hypervisor, "
                     "the array), or move the workload."), "disk"),

@@ -301,10 +301,11 @@ def slow_await_ratio() -> timeseries.Panel:
 
 def load_against_asked() -> timeseries.Panel:
     lookback = T["cause"]["demand_lookback"]
-    return ts("Load against the load asked at normal latency", "iops",
+    return ts("Load against the load carried at normal latency", "iops",
               [query(f"{n.DISK_IOPS}{{{DISK}}}", "IOPS {{host}} {{device}}"),
-               query(f"avg_over_time({n.DISK_NORMAL_IOPS}{{{DISK}}}[{lookback}])", "asked at normal latency {{host}} {{device}}", ref="B")],
-              "The device's IOPS, and what the application asked while the device ran at its normal latency over the last "
+               query(f"avg_over_time({n.DISK_NORMAL_IOPS}{{{DISK}}}[{lookback}])", "carried at normal latency {{host}} {{device}}",
+                     ref="B")],
+              "The device's IOPS, and what it carried on average (its busy minutes) at its normal latency in the last "
               f"{lookback}: a slow device at no more than that load has a noisy neighbour or a slower shared backend; "
               "above it, the slowness is the load's own.")
 
