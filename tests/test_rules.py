@@ -69,7 +69,7 @@ def test_every_alert_has_firing_and_silent_cases():
 
 def test_every_recording_rule_has_a_value_check():
     records = {r["record"] for r in rules_of(ALERTS / "recording.rules.yaml")}
-    text = "".join((ALERTS / "tests" / name).read_text() for name in ("recording.test.yaml", "detection.test.yaml"))
+    text = "".join((ALERTS / "tests" / name).read_text() for name in ("recording.test.yaml", "detection.test.yaml", "cause.test.yaml"))
     checked = set(re.findall(r"fioscope:[a-z0-9_:]+", text))
     assert records - checked == set()
 
@@ -174,6 +174,15 @@ def test_detection_scenarios_hold():
     (alerts/tests/scenarios.py judges one promtool run; detection.test.yaml pins the result)."""
     require("promtool")
     proc = run([sys.executable, str(ALERTS / "tests" / "scenarios.py"), "--check"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.slow  # one observing promtool run, ~20 s; cause.test.yaml pins its result in the default run
+def test_cause_scenarios_hold():
+    """Every slow episode is named by its one cause within two minutes of its onset, never by another, and the
+    healthy controls get none (alerts/tests/cause_scenarios.py judges one promtool run; cause.test.yaml pins it)."""
+    require("promtool")
+    proc = run([sys.executable, str(ALERTS / "tests" / "cause_scenarios.py"), "--check"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -263,4 +263,5 @@ def alert_rules(s: dict) -> dict:
     if (every := max(1, round(interval / 3))) < interval:
         group["interval"] = f"{every}s"
     group["rules"] = [a.render(s, p) for a in alerts(s)]
-    return {"groups": [group]}
+    from fioscope_mixin.cause import cause_alert_group  # (cause imports this module's helpers)
+    return {"groups": [group, cause_alert_group(s, group.get("interval"))]}

@@ -14,6 +14,7 @@ from grafana_foundation_sdk.builders import (
     heatmap,
     prometheus,
     stat,
+    statetimeline,
     table,
     timeseries,
     xychart,
@@ -270,12 +271,63 @@ def throughput() -> timeseries.Panel:
               "Bytes read, written and discarded per second (iostat rkB/s, wkB/s, dkB/s, in bytes).", w=24)
 
 
+# the cause of a slow episode as a state: 0 not slow, then the causes in the rules' precedence (fioscope_mixin.cause)
+CAUSE_STATES = [("stall", "STALL", "dark-red"), ("writeback_cliff", "write-back cliff", "orange"),
+                ("provider_cap", "provider cap", "red"), ("device_max", "device maximum", "purple"),
+                ("noisy_neighbour", "noisy neighbour", "yellow"), ("wait_above_disk", "wait above the disk", "blue")]
+
+
+def slow_cause() -> statetimeline.Panel:
+    """The cause of each device's slow episodes over time (fioscope:disk_slow_cause), one lane per device."""
+    causes = " or ".join(f'{n.DISK_SLOW_CAUSE}{{{DISK},cause="{cause}"}} * {i}' for i, (cause, _, _) in enumerate(CAUSE_STATES, 1))
+    expr = f"max by (host, device) ({causes}) or max by (host, device) (0 * {n.DISK_UTIL_RATIO}{{{DISK}}})"
+    mapping = {"0": ("not slow", "green")} | {str(i): (text, color) for i, (_, text, color) in enumerate(CAUSE_STATES, 1)}
+    return (statetimeline.Panel().title("Why is it slow: the cause per device").unit("none").datasource(DS).height(7).span(24)
+            .description("Each device's slow episodes named by their one cause (docs/runbook.md, \"Why is this disk slow\"): "
+                         "a stall, a write-back cliff, the provider's cap, the device's own maximum, a noisy neighbour or the "
+                         "shared backend, or a wait above the disk (CPU, filesystem, application). Green: not slow. The "
+                         "FioscopeDiskCause* alerts give the evidence.")
+            .with_target(query(expr, "{{host}} {{device}}")).mappings(value_map(mapping))
+            .thresholds(thresholds((None, "green"))).show_value(cm.VisibilityMode.NEVER).merge_values(True).fill_opacity(80))
+
+
+def slow_await_ratio() -> timeseries.Panel:
+    return ts("Await against the device's normal (slow episodes)", "none",
+              [query(f"{n.DISK_SLOW_AWAIT_RATIO}{{{DISK}}}", "{{host}} {{device}}")],
+              "The device's mean await divided by its normal, while at least "
+              f"{T['cause']['slow_await_factor']:g}x (a slow episode); absent otherwise.",
+              line=[(T["cause"]["slow_await_factor"], "orange")])
+
+
+def load_against_asked() -> timeseries.Panel:
+    lookback = T["cause"]["demand_lookback"]
+    return ts("Load against the load carried at normal latency", "iops",
+              [query(f"{n.DISK_IOPS}{{{DISK}}}", "IOPS {{host}} {{device}}"),
+               query(f"avg_over_time({n.DISK_NORMAL_IOPS}{{{DISK}}}[{lookback}])", "carried at normal latency {{host}} {{device}}",
+                     ref="B")],
+              "The device's IOPS, and what it carried on average (its busy minutes) at its normal latency in the last "
+              f"{lookback}: a slow device at no more than that load has a noisy neighbour or a slower shared backend; "
+              "above it, the slowness is the load's own.")
+
+
+def cpu_and_io_pressure() -> timeseries.Panel:
+    return ts("CPU and I/O pressure (PSI), steal", "percentunit",
+              [query(f"{n.CPU_PRESSURE_RATIO}{{{HOST}}}", "CPU pressure {{host}}"),
+               query(f"{n.IO_PRESSURE_RATIO}{{{HOST}}}", "I/O pressure {{host}}", ref="B"),
+               query(f"{n.CPU_STEAL_RATIO}{{{HOST}}}", "steal {{host}}", ref="C")],
+              "Share of time at least one task waited for a CPU or for I/O (node_exporter's pressure collector, kernels with "
+              "/proc/pressure), and the CPU time the hypervisor gave to others (steal). CPU pressure or steal high while the "
+              "disk idles at its normal latency: the wait is above the disk.",
+              line=[(T["cause"]["steal_ratio"], "orange"), (T["cause"]["cpu_pressure_ratio"], "red")])
+
+
 def disk_dashboard() -> db.Dashboard:
     d = (with_scope(base(UIDS["disk"], "fioscope / Disk under load", ["disk", "iostat"]), n.DISK_UTIL_RATIO)
          .with_variable(query_var("device", "Device", f"label_values({n.DISK_UTIL_RATIO}{{{HOST}}}, device)"))
          .with_variable(query_var("jobname", "fio job", f"label_values(fio_run_running{{{HOST}}}, jobname)"))
          .annotation(run_annotation()))
     return rows(d, ("Verdict", [throttling_verdict, fio_running, inferred_ceiling, firing_alerts, disk_stack]),
+                ("Why is it slow (cause)", [slow_cause, slow_await_ratio, load_against_asked, cpu_and_io_pressure]),
                 ("CPU (iostat avg-cpu)", [cpu]),
                 ("Utilisation and merges", [utilisation, merges]),
                 ("IOPS", [iops, iops_per_scrape]),

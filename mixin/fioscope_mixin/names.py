@@ -115,6 +115,25 @@ DASHBOARD_FIO = "fioscope-fio"
 DASHBOARD_CURVE = "fioscope-curve"
 DASHBOARD_UIDS = {"disk": DASHBOARD_DISK, "fio": DASHBOARD_FIO, "curve": DASHBOARD_CURVE}
 
+# ---- why a disk is slow: one cause per slow episode (fioscope_mixin.cause;
+# docs/runbook.md#why-is-this-disk-slow-the-cause-of-a-slow-episode)
+DISK_SLOW_AWAIT_RATIO = "fioscope:disk_slow_await_ratio"  # await / the device's normal, where well above it
+DISK_SLOW_CAUSE = "fioscope:disk_slow_cause"  # 1, label cause: exactly one per slow device
+DISK_NORMAL_IOPS = "fioscope:disk_normal_iops"  # the load asked while the device ran at its normal latency
+DISK_NORMAL_BYTES_PER_SECOND = "fioscope:disk_normal_bytes_per_second"
+DISK_STALL_IN_FLIGHT = "fioscope:disk_stall_in_flight"  # requests in flight on a stalled device
+CPU_PRESSURE_RATIO = "fioscope:cpu_pressure_ratio"  # PSI cpu "some"
+IO_PRESSURE_RATIO = "fioscope:io_pressure_ratio"  # PSI io "some"
+FIO_CLAT_P50_SECONDS = "fioscope:fio_clat_p50_seconds"  # the running fio jobs' median completion latency per device
+ALERT_DISK_CAUSE_STALL = "FioscopeDiskCauseStall"
+ALERT_DISK_CAUSE_WRITEBACK_CLIFF = "FioscopeDiskCauseWritebackCliff"
+ALERT_DISK_CAUSE_PROVIDER_CAP = "FioscopeDiskCauseProviderCap"
+ALERT_DISK_CAUSE_DEVICE_MAX = "FioscopeDiskCauseDeviceMaximum"
+ALERT_DISK_CAUSE_NOISY_NEIGHBOUR = "FioscopeDiskCauseNoisyNeighbour"
+ALERT_DISK_CAUSE_WAIT_ABOVE_DISK = "FioscopeDiskCauseWaitAboveDisk"
+CAUSE_ALERTS = (ALERT_DISK_CAUSE_STALL, ALERT_DISK_CAUSE_WRITEBACK_CLIFF, ALERT_DISK_CAUSE_PROVIDER_CAP,
+                ALERT_DISK_CAUSE_DEVICE_MAX, ALERT_DISK_CAUSE_NOISY_NEIGHBOUR, ALERT_DISK_CAUSE_WAIT_ABOVE_DISK)
+
 # every name above, for the check against the generated files (derived, so never a second list to keep)
 RECORDS = tuple(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str) and v.startswith("fioscope:"))
 ALERTS = tuple(v for k, v in dict(globals()).items() if k.startswith("ALERT_") and isinstance(v, str))

@@ -401,4 +401,5 @@ def recording_rules(s: dict) -> dict:
         {"name": "fioscope-disk-baseline", "interval": p["baselineInterval"], "rules": [r.render(p) for r in BASELINE]},
         {"name": "fioscope-fio-histogram", "interval": p["fsyncHistogramInterval"], "rules": [r.render(p) for r in FIO_HISTOGRAM]},
     ]
-    return {"groups": groups}
+    from fioscope_mixin.cause import cause_groups  # (cause builds on the alerts' helpers, which import this module)
+    return {"groups": groups + cause_groups(s)}

@@ -1,0 +1,285 @@
+"""Why a disk is slow: one cause per slow episode of a device (docs/runbook.md "Why is this disk slow").
+
+A slow episode is the device's await well above its own normal (``fioscope:disk_slow_await_ratio``), a stall, or an
+application measurably waiting (fio's completion latency far above the device's await, the CPU starved while the
+disk idles). Each is named by exactly one cause in ``fioscope:disk_slow_cause{cause=...}`` (value 1); the causes are
+recorded in precedence order, each ``unless`` a cause recorded before it in the same evaluation, so two can never
+hold for one device at once:
+
+stall > writeback_cliff > provider_cap > device_max > noisy_neighbour > wait_above_disk
+
+A slow await under the application's own higher demand, below any ceiling (a backup, a batch job), is load, not a
+fault: it gets no cause. Thresholds: ``thresholds.cause`` in alerts/config.yaml.
+"""
+
+from __future__ import annotations
+
+from fioscope_mixin import names as n
+from fioscope_mixin.alerts import AT_RECENT_PEAK, HOST, LOCAL, device_query, device_series, disk_value
+from fioscope_mixin.rule import ON, Alert, Record, fmt, params
+
+# a node_exporter device series and a host-level series of the same scrape (PSI, avg-cpu) join on these
+ON_HOST = "on (%(clusterLabels)sinstance, job)"
+# a fio result (job fioscope) and node_exporter's device (job node) share only host and device
+ON_DEVICE = "on (%(clusterLabels)shost, device)"
+BY_DEVICE = "max by (%(clusterLabels)shost, instance, job, device)"
+
+SLOW = n.DISK_SLOW_AWAIT_RATIO
+CAUSE = n.DISK_SLOW_CAUSE
+# (cause label, what an operator reads) in precedence order: the first that holds names the episode
+CAUSES = [
+    ("stall", "requests in flight, (almost) none completing"),
+    ("writeback_cliff", "the write rate collapsed once a cache filled"),
+    ("provider_cap", "the provider's cap on the volume"),
+    ("device_max", "the device's own maximum"),
+    ("noisy_neighbour", "a noisy neighbour or the shared backend"),
+    ("wait_above_disk", "a wait above the disk (CPU, filesystem or application)"),
+]
+
+
+def cause_params(s: dict) -> dict[str, str]:
+    """params() and thresholds.cause as ``cause_<key>``."""
+    p = params(s)
+    for key, value in s["thresholds"]["cause"].items():
+        p[f"cause_{key}"] = fmt(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+    return p
+
+
+def _higher(cause: str) -> str:
+    """Causes that outrank ``cause``: recorded earlier in this evaluation (the group runs its rules in order)."""
+    names = [c for c, _ in CAUSES]
+    return "|".join(names[:names.index(cause)])
+
+
+# below a stall, no other cause while one starts (the last scrape: requests in flight, almost none completing; the
+# window's test names it a minute in) or within a window after one (the rate windows still hold its awaits)
+NEAR_STALL = (f"(\n  {n.DISK_IOPS_IRATE} < {ON} %(cause_stall_completions_per_request)s * node_disk_io_now{{%(diskSelector)s}}\n"
+              f"  and {ON} node_disk_io_now{{%(diskSelector)s}} >= %(cause_stall_min_in_flight)s\n"
+              f"  or max_over_time({CAUSE}{{cause=\"stall\"}}[%(window)s])\n)")
+
+
+def _unit(expr: str) -> str:
+    return f"{BY_DEVICE} (\n{expr}\n) * 0 + 1"
+
+
+IN_FLIGHT = "node_disk_io_now{%(diskSelector)s}"
+FIO_WRITE_BW = 'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}'
+FIO_RUNNING = "on (%(fioResult)s) fio_run_running{%(fioSelector)s} == 1"
+
+
+def _held(window: str) -> str:
+    return f"{BY_DEVICE} (count_over_time({n.DISK_CEILING}{{window=\"{window}\"}}[%(cause_hold)s]) >= %(cause_min_samples)s)"
+
+
+# the device at its provider's ceiling or its own, as the throttling alerts judge it: a ceiling in fio's window while fio
+# loads the device, or in the any-workload window at the most the device did lately (a plateau under an earlier, higher
+# rate is demand, unless burst credits ran out: the step-down); held min_samples evaluations within cause.hold (a healthy
+# stream's chance-flat minute flickers), and busy in the last scrape (the windows still hold a load that just stopped)
+CEILING = (f"(\n  {_held('short')} and on (%(clusterLabels)shost, device) {n.DISK_FIO_LOAD}\n"
+           f"  or {_held('long')} and {ON} (\n  {AT_RECENT_PEAK}\n  or {n.DISK_STEP_DOWN_RATIO}\n  )\n)\n"
+           f"and {ON} {n.DISK_UTIL_RATIO_IRATE} >= %(throttle_util_min_ratio)s")
+
+# requests in flight in every scrape of the window and under a tenth of a completion per second per request in flight:
+# util and aqu-sz under-report a stall (the kernel updates busy time only as a request starts or ends), io_now does not
+STALLED = (f"avg_over_time({IN_FLIGHT}[%(window)s])\n"
+           f"and {ON} avg_over_time({IN_FLIGHT}[%(window)s]) >= %(cause_stall_min_in_flight)s\n"
+           f"and {ON} min_over_time({IN_FLIGHT}[%(window)s]) >= %(cause_stall_min_in_flight)s\n"
+           f"and {ON} count_over_time({IN_FLIGHT}[%(window)s]) >= %(cause_min_samples)s\n"
+           f"and {ON} {n.DISK_IOPS} < {ON} %(cause_stall_completions_per_request)s * avg_over_time({IN_FLIGHT}[%(window)s])")
+
+# the application's write rate collapsed: a running fio job's (a page cache that filled: the disk below writes at its
+# steady rate all along) while the device is busy, or, on local hardware, the device's own (its write cache filled; on a
+# provider's volume the same fall is burst credits spent: a provider cap)
+W_PEAK = f"max_over_time({n.DISK_WRITE_BYTES_PER_SECOND}[%(writeCliffWindow)s])"
+W_NORMAL = f"({n.DISK_WRITE_AWAIT_BASELINE_SECONDS} or {n.DISK_AWAIT_BASELINE_SECONDS})"
+WRITEBACK_CLIFF = (f"{n.DISK_UTIL_RATIO_IRATE} >= %(throttle_util_min_ratio)s and {ON_DEVICE} (\n"
+                   f"  {FIO_WRITE_BW} < %(write_cliff_ratio)s * max_over_time({FIO_WRITE_BW}[%(writeCliffWindow)s])\n"
+                   f"  and {FIO_RUNNING}\n)\n"
+                   f"or {n.DISK_WRITE_BYTES_PER_SECOND} < %(write_cliff_ratio)s * {W_PEAK}\n"
+                   f"  and {ON} {n.DISK_WRITE_IOPS} >= %(throttle_min_iops)s\n"
+                   f"  and {ON} {n.DISK_UTIL_RATIO} >= %(throttle_util_min_ratio)s\n"
+                   f"  and {ON} {n.DISK_WRITE_AWAIT_SECONDS} >= {ON} %(cause_slow_await_factor)s * {W_NORMAL}\n"
+                   f"  and {LOCAL}")
+
+# slow at no more than the load the device carried at its normal latency in the last hour (the mean of its busy minutes
+# at normal await): the queue the application keeps is the same, completions fall because each takes longer
+ASKED = "(1 + %%(cause_demand_tolerance)s) * avg_over_time(%s[%%(cause_demand_lookback)s])"
+NOISY_NEIGHBOUR = (f"{SLOW}\n"
+                   f"and {ON} {n.DISK_IOPS} <= {ON} {ASKED % n.DISK_NORMAL_IOPS}\n"
+                   f"and {ON} {n.DISK_BYTES_PER_SECOND} <= {ON} {ASKED % n.DISK_NORMAL_BYTES_PER_SECOND}\n"
+                   f"and {ON} avg_over_time({n.DISK_NORMAL_IOPS}[%(cause_demand_lookback)s]) >= %(throttle_min_iops)s")
+
+# the application waits far longer than the device takes (fio's clat against the device's await), or the CPU is starved
+# (CPU pressure, steal) while the device serves a light load at its normal latency
+CLAT = f"{ON_DEVICE} group_left () {n.FIO_CLAT_P50_SECONDS}"
+CPU_STARVED = f"({n.CPU_PRESSURE_RATIO} >= %(cause_cpu_pressure_ratio)s or {n.CPU_STEAL_RATIO} >= %(cause_steal_ratio)s)"
+WAIT_ABOVE_DISK = (f"{n.DISK_IOPS}\nand {ON} (\n"
+                   f"  %(cause_wait_factor)s * {n.DISK_AWAIT_SECONDS} < {CLAT}\n"
+                   f"  and %(cause_wait_min_seconds)s + {n.DISK_AWAIT_SECONDS} < {CLAT}\n"
+                   f"  or {n.DISK_IOPS} >= %(throttle_min_iops)s\n"
+                   f"    and {ON} {n.DISK_UTIL_RATIO} < %(cause_idle_util_ratio)s\n"
+                   f"    unless {ON} {SLOW}\n"
+                   f"    and {ON_HOST} {CPU_STARVED}\n)")
+
+CONDITIONS = {
+    "stall": n.DISK_STALL_IN_FLIGHT,
+    "writeback_cliff": WRITEBACK_CLIFF,
+    "provider_cap": f"{CEILING}\nunless {LOCAL}",
+    "device_max": f"{CEILING}\nand {LOCAL}",
+    "noisy_neighbour": NOISY_NEIGHBOUR,
+    "wait_above_disk": WAIT_ABOVE_DISK,
+}
+
+
+def cause_records() -> list[Record]:
+    slow = Record(SLOW, (f"{n.DISK_AWAIT_SECONDS} / {n.DISK_AWAIT_BASELINE_SECONDS} >= %(cause_slow_await_factor)s\n"
+                         f"and {ON} {n.DISK_IOPS} >= %(throttle_min_iops)s"))
+    host_level = [
+        # PSI "some": the share of time at least one task waited for a CPU, or for I/O (node_exporter's pressure collector)
+        Record(n.CPU_PRESSURE_RATIO, "rate(node_pressure_cpu_waiting_seconds_total{%(nodeSelector)s}[%(rateWindow)s])"),
+        Record(n.IO_PRESSURE_RATIO, "rate(node_pressure_io_waiting_seconds_total{%(nodeSelector)s}[%(rateWindow)s])"),
+        # the median completion latency of the fio jobs running on a device (the slowest direction)
+        Record(n.FIO_CLAT_P50_SECONDS, ("max by (%(clusterLabels)shost, device) (\n"
+                                        '  fio_run_latency_seconds{%(fioSelector)s,stage="clat",quantile="0.5",ddir=~"read|write"}\n'
+                                        f"  and {FIO_RUNNING}\n)")),
+        Record(n.DISK_STALL_IN_FLIGHT, STALLED),
+    ]
+    causes = []
+    for cause, _ in CAUSES:
+        expr = CONDITIONS[cause]
+        if higher := _higher(cause):
+            expr = f"({expr})\nunless {ON} {CAUSE}{{cause=~\"{higher}\"}}\nunless {ON} {NEAR_STALL}"
+        causes.append(Record(CAUSE, _unit(expr), labels=(("cause", cause),)))
+    return [slow, *host_level, *causes]
+
+
+# the load the device carried at its normal latency: a minute's averages, once a minute, for minutes with a load (an idle
+# minute would lower the mean) in which the device was never slow (the noisy-neighbour test's reference)
+NORMAL_DEMAND = [
+    Record(rec, f"avg_over_time({series}[%(baselineInterval)s])\n"
+                f"and {ON} avg_over_time({n.DISK_IOPS}[%(baselineInterval)s]) >= %(throttle_min_iops)s\n"
+                f"unless {ON} max_over_time({SLOW}[%(baselineInterval)s])")
+    for rec, series in ((n.DISK_NORMAL_IOPS, n.DISK_IOPS), (n.DISK_NORMAL_BYTES_PER_SECOND, n.DISK_BYTES_PER_SECOND))
+]
+
+
+def cause_groups(s: dict) -> list[dict]:
+    """The cause groups, after the iostat group whose records they read (an interval late at most)."""
+    p = cause_params(s)
+    return [{"name": "fioscope-cause", "rules": [r.render(p) for r in cause_records()]},
+            {"name": "fioscope-cause-demand", "interval": p["baselineInterval"], "rules": [r.render(p) for r in NORMAL_DEMAND]}]
+
+
+# ---------------------------------------------------------------------------- alerts
+def _of_cause(cause: str, value: str = CAUSE) -> str:
+    """``value`` of the devices whose episode is ``cause``, with the cause label."""
+    if value == CAUSE:
+        return f'{CAUSE}{{cause="{cause}"}}'
+    return f'{value} * {ON} group_left (cause) {CAUSE}{{cause="{cause}"}}'
+
+
+def host_value(metric: str, humanize: str = "humanizePercentage") -> str:
+    """A host-level series (avg-cpu, PSI) of the alert's instance, inside an annotation template."""
+    series = metric + "{%(clusterMatcher)sinstance='%%s'}"
+    return ("{{ with printf \"" + series + "\" %(clusterArg)s$labels.instance | query }}{{ . | first | value | " + humanize
+            + " }}{{ else }}unknown{{ end }}")
+
+
+def fio_clat() -> str:
+    """', fio's median completion latency 21ms' where a fio job runs on the alert's device."""
+    series = n.FIO_CLAT_P50_SECONDS + "{%(clusterMatcher)shost='%%s',device='%%s'}"
+    return ("{{ with printf \"" + series + "\" %(clusterArg)s$labels.host $labels.device | query }}, fio's median completion latency "
+            "{{ . | first | value | humanizeDuration }}{{ end }}")
+
+
+def _dur(metric: str) -> str:
+    return disk_value(metric, "humanizeDuration")
+
+
+def _pct(metric: str) -> str:
+    return disk_value(metric, "humanizePercentage")
+
+
+TIMES = "{{ . | first | value | printf \"%%.1f\" }}x"  # a ratio as "6.3x"
+AWAIT, NORMAL, UTIL = _dur(n.DISK_AWAIT_SECONDS), _dur(n.DISK_AWAIT_BASELINE_SECONDS), _pct(n.DISK_UTIL_RATIO)
+AWAIT_TEXT = ("await " + AWAIT + device_query(device_series(n.DISK_SLOW_AWAIT_RATIO)) + ", " + TIMES + "{{ else }} against{{ end }}"
+              " the device's normal of " + NORMAL)
+LOAD_TEXT = "at " + disk_value(n.DISK_IOPS) + " IO/s and " + disk_value(n.DISK_BYTES_PER_SECOND, "humanize1024") + "B/s"
+WHERE = "{{ $labels.device }} on " + HOST
+
+
+def _desc(what: str, evidence: str, advice: str) -> str:
+    return f"{WHERE}: slow because of {what}: {evidence}. {advice}"
+
+
+# a write-back cliff pages on its own only where no other alert pages for it: at a provider's ceiling
+# FioscopeDiskThrottled* page, and fio's own write cliff is FioscopeWriteThroughputCliff's
+AT_PROVIDER_CEILING = f"({BY_DEVICE} ({n.DISK_CEILING}) unless {LOCAL})"
+FIO_CLIFF = f"({FIO_WRITE_BW} < %(write_cliff_ratio)s * max_over_time({FIO_WRITE_BW}[%(writeCliffWindow)s]) and {FIO_RUNNING})"
+CLIFF = _of_cause("writeback_cliff")
+CLIFF_PAGES = f"{CLIFF}\nunless {ON} {AT_PROVIDER_CEILING}\nunless {ON_DEVICE} {FIO_CLIFF}"
+CLIFF_PAGED_ELSEWHERE = f"{CLIFF} and {ON} {AT_PROVIDER_CEILING}\nor {CLIFF} and {ON_DEVICE} {FIO_CLIFF}"
+
+
+def cause_alerts() -> list[Alert]:
+    """An alert per cause; each summary names its cause, each description gives the evidence."""
+    cliff = _desc(
+        "a write-back cliff", "the write rate is " + disk_value(n.DISK_WRITE_BYTES_PER_SECOND, "humanize1024")
+        + "B/s on the device (its peak in the last %(writeCliffWindow)s: "
+        + disk_value(n.DISK_WRITE_BYTES_PER_SECOND, "humanize1024", around="max_over_time(%s[%%(writeCliffWindow)s])")
+        + "B/s), and it or the fio job's own write rate fell below %(write_cliff_ratio)s x its peak; "
+        "w_await " + _dur(n.DISK_WRITE_AWAIT_SECONDS) + ", util " + UTIL,
+        "A cache (the page cache, the device's write cache) absorbed the first writes; the rate now is what the disk "
+        "sustains. Size for the sustained rate, not the burst.")
+    burst = device_query(device_series(n.DISK_STEP_DOWN_RATIO))
+    return [
+        Alert(n.ALERT_DISK_CAUSE_STALL, "critical", _of_cause("stall", n.DISK_STALL_IN_FLIGHT), "cause_stall",
+              "Disk stalled: requests in flight, almost none completing",
+              _desc("a stall", "{{ $value | humanize }} requests in flight on average over %(window)s, "
+                    + disk_value(n.DISK_IOPS, 'printf "%%.2f"') + " completions/s (util " + UTIL + " and aqu-sz under-report a stall)",
+                    "Look at the device and its path: dmesg, the provider's volume status, a cap of a few IOPS."), "disk"),
+        Alert(n.ALERT_DISK_CAUSE_WRITEBACK_CLIFF, "warning", CLIFF_PAGES, "cause",
+              "Disk slow: write-back cliff (a write cache filled)", cliff, "disk"),
+        Alert(n.ALERT_DISK_CAUSE_WRITEBACK_CLIFF, "info", CLIFF_PAGED_ELSEWHERE, "cause",
+              "Disk slow: write-back cliff (a write cache filled)",
+              cliff + " Informational here: the cap's or fio's write-cliff alert pages.", "disk"),
+        Alert(n.ALERT_DISK_CAUSE_PROVIDER_CAP, "info", _of_cause("provider_cap"), "cause_info",
+              "Disk slow: at its provider's cap",
+              WHERE + ": slow because of " + burst + "burst credits exhausted (IOPS fell " + TIMES + " to the volume's baseline)"
+              "{{ else }}the provider's cap on the volume{{ end }}: " + AWAIT_TEXT + ", " + LOAD_TEXT
+              + ". Informational: FioscopeDiskThrottled* page for the cap; raise the cap or resize the volume.", "disk"),
+        Alert(n.ALERT_DISK_CAUSE_DEVICE_MAX, "info", _of_cause("device_max"), "cause_info",
+              "Disk slow: at the device's own maximum",
+              _desc("the device's own maximum (local hardware)", AWAIT_TEXT + ", " + LOAD_TEXT,
+                    "Informational: the device delivers what it can; spread the load or add faster devices."), "disk"),
+        Alert(n.ALERT_DISK_CAUSE_NOISY_NEIGHBOUR, "warning", _of_cause("noisy_neighbour", SLOW), "cause",
+              "Disk slow: a noisy neighbour or the shared backend",
+              _desc("a noisy neighbour or the shared backend",
+                    "await " + AWAIT + ", {{ $value | printf \"%%.1f\" }}x the device's normal of " + NORMAL + ", " + LOAD_TEXT
+                    + ", no more than the "
+                    + disk_value(n.DISK_NORMAL_IOPS, around="avg_over_time(%s[%%(cause_demand_lookback)s])")
+                    + " IO/s it carried on average at its normal latency in the last %(cause_demand_lookback)s (queue "
+                    + disk_value(n.DISK_QUEUE_SIZE) + "); no ceiling",
+                    "The device's own load did not grow: find who else uses the backend (other volumes of the host, the hypervisor, "
+                    "the array), or move the workload."), "disk"),
+        Alert(n.ALERT_DISK_CAUSE_WAIT_ABOVE_DISK, "warning", _of_cause("wait_above_disk"), "cause",
+              "Slow I/O, but not the disk: the wait is above it",
+              _desc("a wait above the disk",
+                    "the device answers in " + AWAIT + " (its normal " + NORMAL + ", util " + UTIL + ")" + fio_clat()
+                    + "; CPU pressure " + host_value(n.CPU_PRESSURE_RATIO) + ", steal " + host_value(n.CPU_STEAL_RATIO),
+                    "The disk is not the problem: look at the CPU (steal, a busy neighbour VM, CPU limits), the filesystem and "
+                    "the application."),
+              "disk"),
+    ]
+
+
+def cause_alert_group(s: dict, interval: str | None) -> dict:
+    """The cause alerts' group, evaluated as often as the other alerts (``interval``: theirs, None for the default)."""
+    p = cause_params(s)
+    group: dict = {"name": "fioscope-cause-alerts"}
+    if interval:
+        group["interval"] = interval
+    group["rules"] = [a.render(s, p) for a in cause_alerts()]
+    return group
+
+
