@@ -174,7 +174,7 @@ CASES = [
          alert=(C, "warning"), phrase="IO/s it carried on average at its normal latency"),
     Case("stall: 32 in flight, 0.5 completions/s, util 25 %", Device("c3", "vdb", window(stalled, ONSET, EPISODE_END)), "stall",
          in_flight=lambda t, s: 32 if ONSET <= t < EPISODE_END else round(s.queue),
-         alert=(n.ALERT_DISK_CAUSE_STALL, "critical"), phrase="32 requests in flight"),
+         alert=(n.ALERT_DISK_CAUSE_STALL, "info"), phrase="32 requests in flight"),
     Case("CPU starved (steal 40 %, CPU pressure 70 %) while the disk idles",
          Device("c4", "vdb", idle_light), "wait_above_disk", host=from_onset(steady_cpu(0.55, 0.7, 0.4), QUIET),
          alert=(n.ALERT_DISK_CAUSE_WAIT_ABOVE_DISK, "warning"), phrase="steal 40%"),

@@ -233,11 +233,13 @@ def cause_alerts() -> list[Alert]:
         "sustains. Size for the sustained rate, not the burst.")
     burst = device_query(device_series(n.DISK_STEP_DOWN_RATIO))
     return [
-        Alert(n.ALERT_DISK_CAUSE_STALL, "critical", _of_cause("stall", n.DISK_STALL_IN_FLIGHT), "cause_stall",
+        # info: FioscopeDiskStalled (critical) pages for the same stall; this one names it as the episode's cause
+        Alert(n.ALERT_DISK_CAUSE_STALL, "info", _of_cause("stall", n.DISK_STALL_IN_FLIGHT), "cause_stall",
               "Disk stalled: requests in flight, almost none completing",
               _desc("a stall", "{{ $value | humanize }} requests in flight on average over %(window)s, "
                     + disk_value(n.DISK_IOPS, 'printf "%%.2f"') + " completions/s (util " + UTIL + " and aqu-sz under-report a stall)",
-                    "Look at the device and its path: dmesg, the provider's volume status, a cap of a few IOPS."), "disk"),
+                    "Look at the device and its path: dmesg, the provider's volume status, a cap of a few IOPS. "
+                    "Informational: FioscopeDiskStalled pages for the stall."), "disk"),
         Alert(n.ALERT_DISK_CAUSE_WRITEBACK_CLIFF, "warning", CLIFF_PAGES, "cause",
               "Disk slow: write-back cliff (a write cache filled)", cliff, "disk"),
         Alert(n.ALERT_DISK_CAUSE_WRITEBACK_CLIFF, "info", CLIFF_PAGED_ELSEWHERE, "cause",
