@@ -6,7 +6,7 @@ node_exporter counters), plus what the causes read beside the disk counters: req
 (node_disk_io_now), the host's CPU modes and pressure (PSI), and a fio job's series. One promtool run shows which
 cause each device gets at every evaluation; from that:
 
-    python3 alerts/tests/cause_scenarios.py            # write alerts/tests/cause.test.yaml
+    python3 alerts/tests/cause_scenarios.py            # write alerts/tests/cause.test.yaml (2.42) and cause.prometheus3.test.yaml (3.x)
     python3 alerts/tests/cause_scenarios.py --check    # exit 1 if the rules contradict a scenario's expectation
     python3 alerts/tests/cause_scenarios.py --matrix   # print scenario, cause, seconds to naming, alerts
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import random
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,8 @@ from fioscope_mixin import names as n  # noqa: E402
 from scenarios import MIB, ONSET, STEP, Device, Sample, duration, light, light_fast, light_nvme, seconds  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "cause.test.yaml"
+# one generated test per Prometheus line (3.x range selectors are left-open: evaluations differ by one step)
+OUT = {"2": HERE / "cause.test.yaml", "3": HERE / "cause.prometheus3.test.yaml"}
 MINUTES = sc.MINUTES
 END = sc.END
 NAMED_WITHIN = 120  # seconds after the episode's onset
@@ -283,11 +283,11 @@ def _labels_of(text: str) -> dict[str, str]:
     return dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', text))
 
 
-def observe(rules_dir: Path) -> tuple[Seen, dict[tuple[str, str, int], list[dict]]]:
+def observe(rules_dir: Path, line: str = "2") -> tuple[Seen, dict[tuple[str, str, int], list[dict]]]:
     """Every evaluation's causes per device, and every cause alert firing: (alert, "host/device", t) -> [labels, annotations]."""
-    promtool = shutil.which("promtool")
+    promtool = sc.promtool_of(line)
     if not promtool:
-        raise SystemExit("cause_scenarios.py: promtool is not installed")
+        raise SystemExit(f"cause_scenarios.py: promtool of Prometheus {sc.LINE_NAMES[line]} is not installed")
     times = list(range(ONSET - 120, END + 1, STEP))
     test = {"rule_files": [str(rules_dir / f) for f in sc.RULE_FILES], "evaluation_interval": f"{STEP}s",
             "group_eval_order": sc.group_order(rules_dir),
@@ -448,21 +448,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--matrix", action="store_true", help="print each case's cause, seconds to naming and alert")
     parser.add_argument("--rules", type=Path, default=HERE.parent, help="directory with the generated rule files")
     args = parser.parse_args(argv)
-    seen, alerts = observe(args.rules)
-    rows, problems = judge(seen, alerts)
-    if args.matrix:
-        print("| case | cause | named (s after onset) | other causes | alert | fired (s after onset) |\n|---|---|---|---|---|---|")
-        for r in rows:
-            print(f"| {r.case.name} | {r.case.cause or '(none)'} | {'' if r.named_after is None else r.named_after} | "
-                  f"{', '.join(sorted(r.others)) or 'none'} | {' '.join(r.case.alert) if r.case.alert else ''} | "
-                  f"{'' if r.alert_after is None else r.alert_after} |")
-    for p in problems:
-        print(f"cause_scenarios.py: {p}", file=sys.stderr)
-    if problems:
-        return 1
-    if not (args.check or args.matrix):
-        OUT.write_text(HEADER + yaml.safe_dump(_merge_values(build_test(seen, alerts, args.rules), seen), sort_keys=False, width=160))
-    return 0
+    failed = False
+    for line, out in OUT.items():
+        seen, alerts = observe(args.rules, line)
+        rows, problems = judge(seen, alerts)
+        if args.matrix:
+            print(f"Prometheus {sc.LINE_NAMES[line]}:\n"
+                  "| case | cause | named (s after onset) | other causes | alert | fired (s after onset) |\n|---|---|---|---|---|---|")
+            for r in rows:
+                print(f"| {r.case.name} | {r.case.cause or '(none)'} | {'' if r.named_after is None else r.named_after} | "
+                      f"{', '.join(sorted(r.others)) or 'none'} | {' '.join(r.case.alert) if r.case.alert else ''} | "
+                      f"{'' if r.alert_after is None else r.alert_after} |")
+        for p in problems:
+            print(f"cause_scenarios.py: Prometheus {sc.LINE_NAMES[line]}: {p}", file=sys.stderr)
+        failed |= bool(problems)
+        if not (problems or args.check or args.matrix):
+            out.write_text(HEADER + yaml.safe_dump(_merge_values(build_test(seen, alerts, args.rules), seen), sort_keys=False, width=160))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
