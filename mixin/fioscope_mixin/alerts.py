@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fioscope_mixin import names as n
-from fioscope_mixin.recording import FSYNC_P99, slow
+from fioscope_mixin.recording import FSYNC_P99, held_at_level, slow
 from fioscope_mixin.rule import ON, Alert, fmt, params
 from fioscope_mixin.settings import duration
 
@@ -139,7 +139,11 @@ def alerts(s: dict) -> list[Alert]:
               "throttled_fio", "Disk throttled while fio loads it", throttle_desc("short"), "disk"),
         Alert(n.ALERT_DISK_THROTTLED, "warning",
               # a step-down is the burst alert's page (IOPS and bytes/s both fell: a request size that changes is none)
-              throttled("long") + f"\nand {ON} (\n  {AT_RECENT_PEAK}\n)\nunless {ON} fioscope:disk_step_down_ratio\nunless " + FIO_IN_WINDOW,
+              throttled("long") + f"\nand {ON} (\n  {AT_RECENT_PEAK}\n)"
+              # a flat ceiling: its rate held at the level over two consecutive windows (demand noise is flat by chance in
+              # one); the envelope (request sizes vary, every scrape on it) is no chance of a random rate
+              f'\nand {ON} (\n  fioscope:disk_ceiling{{window="long",shape="envelope"}}\n  or {held_at_level("long")}\n)'
+              f"\nunless {ON} fioscope:disk_step_down_ratio\nunless " + FIO_IN_WINDOW,
               "throttled", "Disk sits at a ceiling (throttled)", throttle_desc("long"), "disk"),
         Alert(n.ALERT_DISK_THROTTLED_AFTER_BURST, "warning",
               f"fioscope:disk_step_down_ratio\nand {ON} fioscope:disk_ceiling{{window=\"long\"}}\n"

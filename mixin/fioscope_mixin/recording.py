@@ -262,6 +262,20 @@ def held_flat(window_name: str, window: str, ddir: str, iops: str, bytes_: str) 
             for name, rate in (("iops", iops), ("bytes", bytes_))]
 
 
+def held_at_level(window_name: str) -> str:
+    """Some direction's rate flat at a level it has not moved above lately: held flat (fioscope:disk_held_flat_mean), and
+    every per-scrape sample of this window and the previous evaluation's (heldWindow) within ceiling_tolerance of the
+    rate's peak over peak_lookback. A ceiling holds its rate under a level for a sustained time; demand noise is flat in
+    one five-sample window by chance now and then (all but one sample within 5 % of the window's peak, or a small
+    sample stddev: a noisy neighbour at 800-1,400 reads/s paged on about half its seeds), but all six samples of two
+    consecutive windows at the top of the last five minutes it is almost never. One scrape more than the flat test:
+    the first alert 15 s later; a pause or a ramp scrape lapses the test (keep_firing_for bridges it)."""
+    return "\n  or ".join(
+        f'{HELD_FLAT}{{ddir="{ddir}",window="{window_name}",rate="{name}"}}\n'
+        f"    and {ON} max_over_time({rate}[%(peakLookback)s]) <= (1 + %(throttle_ceiling_tolerance)s) * min_over_time({rate}[%(heldWindow)s])"
+        for ddir, _, _, iops, bytes_ in PAIRS for name, rate in (("iops", iops), ("bytes", bytes_)))
+
+
 def ceilings(window_name: str, window: str, ddir: str, iops_dim: str, bytes_dim: str, iops: str, bytes_: str) -> list[Record]:
     """The inferred ceilings of one direction: the IOPS and/or bytes/s the device is held at.
 
