@@ -85,7 +85,9 @@ _SESSION_START = time.time()
 
 
 def _scenario_items(items) -> list:
-    return [item for item in items if "scenario_lab" in getattr(item, "fixturenames", ())]
+    """The tests that ask for the scenario lab, less those skipped by a true skipif (their loads are not started)."""
+    return [item for item in items if "scenario_lab" in getattr(item, "fixturenames", ())
+            and not any(m.args and m.args[0] for m in item.iter_markers("skipif"))]
 
 
 def pytest_collection_modifyitems(session, config, items):
