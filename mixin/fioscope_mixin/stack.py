@@ -50,6 +50,8 @@ def fleet_job(st: dict, job: str, local_target: str) -> dict:
 
 def prometheus_config(s: dict) -> dict:
     st = s["stack"]
+    if not isinstance(st["etcd_endpoints"], list) or not all(isinstance(e, str) and e for e in st["etcd_endpoints"]):
+        raise SettingsError(f"stack.etcd_endpoints: expected a list of host:port, got {st['etcd_endpoints']!r}")
     host, ports = st["listen_host"], st["ports"]
 
     def target(job: str, port_key: str) -> dict:
@@ -64,8 +66,8 @@ def prometheus_config(s: dict) -> dict:
             fleet_job(st, "node", f"{host}:{ports['node_exporter']}"),
             fleet_job(st, "fioscope", f"{host}:{ports['fioscope']}"),
             target("alertmanager", "alertmanager"),
-            # an etcd on this host, if one runs (its target is simply down otherwise)
-            target("etcd", "etcd"),
+            # etcd only where the settings name its endpoints: a target where none runs is only a down target
+            *([{"job_name": "etcd", "static_configs": [{"targets": list(st["etcd_endpoints"])}]}] if st["etcd_endpoints"] else []),
         ],
     }
 
