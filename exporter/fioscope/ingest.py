@@ -111,7 +111,7 @@ class Ingest:
                 run = parse_text(text, source=key, max_jobs=self.config.max_jobs_per_file)[-1]
                 if not (settled or run.annotation.present):
                     return False  # anybody's fio output counts once its writer is done with it
-                contributions = run_contributions(run, self.resolver.place)
+                contributions = run_contributions(run, self.resolver.place, self.state.bounds)
         except Exception as exc:  # noqa: BLE001 - RecursionError, MemoryError, ValueError ...: this file only
             if not settled:
                 return False  # still being written, perhaps: judged once it stops changing

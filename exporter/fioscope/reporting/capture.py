@@ -33,6 +33,7 @@ from typing import TextIO
 from fioscope_mixin.units import UnitError, format_duration, parse_duration
 from fioscope_mixin.yamlfile import YamlError, load_yaml
 
+from ..thresholds import Thresholds
 from . import ReportError
 from .timeline import DiskCounters, iostat_columns
 
@@ -238,7 +239,8 @@ class Progress:
             self.stream.flush()
 
 
-def run_capture(args) -> int:
+def run_capture(args, thresholds: Thresholds) -> int:
+    """``thresholds``: the command's settings (loaded once by the CLI), for the fio results and the report."""
     from ..cli import _key_values
     from ..config import ConfigError, Target, check_target, load_config
     from ..runner import Runner
@@ -261,7 +263,7 @@ def run_capture(args) -> int:
         target = replace(target, cgroup=args.target_cgroup or target.cgroup)
         results = output / "results"
         config = load_config(None, str(results))
-        runner = Runner(config, Store(config))
+        runner = Runner(config, Store(config, thresholds.bucket_bounds))
         for p in plan:  # refuse a bad job before anything runs
             if p.kind == "load":
                 runner.prepare(p.job, target, {**p.env, **extra_env, "RUNTIME": str(int(p.seconds))})
@@ -323,7 +325,7 @@ def run_capture(args) -> int:
     iostat.write_text(json.dumps(iostat_document(host, sampler.samples)) + "\n")
     if len(sampler.samples) < 3:
         raise CaptureError(f"--output {output}: too few samples for a report ({len(sampler.samples)}); raw samples kept")
-    report = offline_diagnosis([str(iostat)], str(results) if any(results.glob("*.json")) else None, None)
+    report = offline_diagnosis([str(iostat)], str(results) if any(results.glob("*.json")) else None, None, thresholds)
     report.title = f"Capture on {host} — {target.directory}"
     report.summary.insert(0, "Phases: " + "; ".join(f"{p['title']} {_iso(p['start'])[11:19]}–{_iso(p['end'])[11:19]}" for p in phases_log)
                           + (" (interrupted: the report covers what was captured)" if stop.is_set() else ""))

@@ -22,7 +22,8 @@ from fioscope_mixin import names as n
 from fioscope_mixin.units import format_duration
 from matplotlib.ticker import PercentFormatter
 
-from ..etcd import fsync_verdict
+from ..thresholds import Thresholds, shipped
+from ..verdicts import etcd_fsync
 from . import ReportError, humanize
 from .charts import Line, Window, time_chart
 from .html import Report, Section, Table, Verdict
@@ -80,28 +81,18 @@ def _matchers(host: str | None, devices: list[str] | None, by_instance: bool = F
     return host_m, device_m
 
 
-def sla_seconds(device: str) -> float | None:
-    """The await SLA the rules were generated with (alerts/config.yaml, through fioscope_mixin.settings)."""
-    from fioscope_mixin.settings import SettingsError, load_settings
-
-    try:
-        thresholds = load_settings()["thresholds"]
-        return float((thresholds.get("disk_latency_sla_per_device") or {}).get(device, thresholds["disk_latency_sla_seconds"]))
-    except (SettingsError, KeyError, TypeError, ValueError):
-        return None
-
-
 def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | None, devices: list[str] | None,
                      firings: Callable[[float], list[Firing]] | None = None, source: str = "",
                      declared: dict[str, str] | None = None, min_step: float = 15.0, step: float | None = None,
                      timelines: list[Timeline] | None = None, cpus: list[CpuTimeline] | None = None,
-                     runs: list[RunWindow] | None = None, resolution: str = "") -> Report:
+                     runs: list[RunWindow] | None = None, resolution: str = "", thresholds: Thresholds | None = None) -> Report:
     """The report over [start, end]. ``firings(step)`` gives the alerts the rules fired (default: ALERTS).
 
     ``timelines``/``cpus``/``runs`` are what is drawn and cut into phases: given offline (iostat
     samples, fio result files), read from the live Prometheus otherwise (raw counters per scrape,
     the exporter's run windows). ``step``: one point per step (offline: the grid the rules were evaluated on), else
-    from the window's length."""
+    from the window's length. ``thresholds``: what the rules were generated with (the command's; default the shipped settings')."""
+    thresholds = thresholds or shipped()
     step = step or step_for(start, end, min_step)
     host_m, device_m = _matchers(host, devices)
     if timelines is None:
@@ -164,7 +155,7 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         else:
             extra.append(Verdict("throttled", True, f"{label}: not throttled (no throttling signature in the window)"
                                  + (f"; declared limit: {limits[device]}" if limits.get(device) else ""), {"device": device}))
-        extra.append(await_verdict(label, device, timeline, [f for f in mine if f.alertname in SLA_ALERTS]))
+        extra.append(await_verdict(label, device, timeline, [f for f in mine if f.alertname in SLA_ALERTS], thresholds.sla_seconds(device)))
         report.verdicts += extra
         section = device_section(label, shown, [r for r in runs if r.loads(device)], device_phases, (start, end))
         report.sections.append(section)
@@ -177,7 +168,7 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         report.verdicts.append(Verdict("idle-devices", None, f"Idle, not charted (no fio run, util below {IDLE_DEVICE_UTIL:g} %): "
                                        + ", ".join(idle), {"count": len(idle)}))
     report.verdicts += fio_sla_verdicts(prom, start, end, host_m)
-    report.verdicts += fsync_verdicts(prom, fired, start, end, host_m)
+    report.verdicts += fsync_verdicts(prom, fired, start, end, host_m, thresholds)
     iowait = [f for f in fired if f.alertname in IOWAIT_ALERTS]
     report.verdicts.append(Verdict("iowait", not iowait, f"iowait episodes: {len(iowait)}" + "".join(
         f"; {fmt_time(f.start)}–{fmt_time(f.end)[11:]} on {f.labels.get('host') or f.labels.get('instance', '')}" for f in iowait[:5])))
@@ -209,9 +200,10 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
 
 
-def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firing]) -> Verdict:
-    """The latency SLA rule's verdict, with the await the samples show; no samples is "no data", never a pass."""
-    sla = sla_seconds(device)
+def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firing], sla: float | None = None) -> Verdict:
+    """The latency SLA rule's verdict (``sla``: the device's in seconds, default the shipped settings'), with the await the
+    samples show; no samples is "no data", never a pass."""
+    sla = shipped().sla_seconds(device) if sla is None else sla
     reads, writes = timeline.values("r/s"), timeline.values("w/s")
     r_await, w_await = timeline.values("r_await"), timeline.values("w_await")
     samples = sorted((ra * r + wa * w) / (r + w) for (_, r), (_, w), (_, ra), (_, wa) in zip(reads, writes, r_await, w_await)
@@ -376,18 +368,16 @@ def fio_sla_verdicts(prom: Prometheus, start: float, end: float, host_m: str) ->
             for job, line in sorted(sla.items()) if job in worst and job not in sync_jobs]
 
 
-def fsync_verdicts(prom: Prometheus, fired: list[Firing], start: float, end: float, host_m: str) -> list[Verdict]:
+def fsync_verdicts(prom: Prometheus, fired: list[Firing], start: float, end: float, host_m: str, thresholds: Thresholds) -> list[Verdict]:
     """Every fdatasync measurement in the window (etcd-wal) with etcd's tiered verdict; the fsync alerts that fired."""
     slow = [f for f in fired if f.alertname in FSYNC_ALERTS]
     q = (f'max by (jobname, target, device) (max_over_time(fio_run_latency_seconds{{ddir="sync",stage="lat",quantile="0.99"{host_m}}}'
          f'[{int(end - start) + 1}s]))')
     out = []
     for s in sorted(prom.instant(q, end), key=lambda s: sorted(s.labels.items())):
-        verdict = fsync_verdict(s.values[0])
         where = " on ".join(x for x in (s.labels.get("target", ""), s.labels.get("device", "")) if x)
-        out.append(Verdict("etcd-fsync", verdict.ok, f"etcd fsync: {s.labels.get('jobname', '')}{' (' + where + ')' if where else ''}: "
-                           f"{verdict.text}", {"jobname": s.labels.get("jobname", ""), "level": verdict.level,
-                                               "p99-seconds": f"{s.values[0]:.6f}"}))
+        jobname = s.labels.get("jobname", "")
+        out.append(etcd_fsync(s.values[0], thresholds, f"etcd fsync: {jobname}{' (' + where + ')' if where else ''}", {"jobname": jobname}))
     if slow:
         out.append(Verdict("etcd-fsync", False, f"etcd fsync: FAIL ({slow[0].alertname} from {fmt_time(slow[0].start)} UTC)",
                            {"level": "fail"}))

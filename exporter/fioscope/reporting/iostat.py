@@ -58,9 +58,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fioscope_mixin.prometheus import rule_groups
-from fioscope_mixin.settings import SettingsError, load_settings
+from fioscope_mixin.settings import SettingsError
 from fioscope_mixin.units import UnitError, parse_duration
 
+from ..thresholds import Thresholds, shipped
 from . import ReportError
 from .diagnosis import Firing, diagnosis_report, spans
 from .phases import RunWindow
@@ -638,10 +639,10 @@ def evaluate_recording(prom: Prometheus, rule: dict, start: float, end: float,
     return {rule["record"]: out}
 
 
-def _load_rules(name: str) -> list[dict]:
-    """The groups of alerts/<name> as the mixin generates them from alerts/config.yaml; every alert's ``for:`` checked up front."""
+def _load_rules(name: str, thresholds: Thresholds) -> list[dict]:
+    """The groups of alerts/<name> as the mixin generates them from the command's settings; every alert's ``for:`` checked up front."""
     try:
-        groups = rule_groups(load_settings())[f"alerts/{name}"]
+        groups = rule_groups(thresholds.settings)[f"alerts/{name}"]
     except SettingsError as exc:
         raise ReportError(f"cannot generate the rules: {exc}") from None
     for rule in (r for g in groups for r in g.get("rules", []) if "alert" in r):
@@ -715,16 +716,19 @@ MAX_SPANS = 100  # separate stretches of data (a gap starts a new one)
 
 
 @contextlib.contextmanager
-def backfilled(captures: list[IostatCapture], runs: list[FioRun], work: Path, extra: Family | None = None) -> Iterator[TemporaryPrometheus]:
+def backfilled(captures: list[IostatCapture], runs: list[FioRun], work: Path, extra: Family | None = None,
+               thresholds: Thresholds | None = None) -> Iterator[TemporaryPrometheus]:
     """A temporary Prometheus serving the captures as node_exporter counters, the fio runs, ``extra``
-    series, and the recording rules' output on the evaluation grid (``server.grid``)."""
+    series, and the recording rules' output on the evaluation grid (``server.grid``); ``thresholds``: the command's settings
+    (default the shipped ones)."""
+    thresholds = thresholds or shipped()
     check_bounds(captures)
     end = max(c.samples[-1].timestamp for c in captures)
     hosts = sorted({c.host for c in captures})
     devices = len({(c.host, d) for c in captures for s in c.samples for d in s.disks}) + len(hosts)
     spans = coverage(captures)
-    grid = evaluation_grid(spans, devices, parse_duration(load_settings()["stack"]["evaluation_interval"], positive=True))
-    recording = _load_rules("recording.rules.yaml")
+    grid = evaluation_grid(spans, devices, thresholds.evaluation_interval)
+    recording = _load_rules("recording.rules.yaml", thresholds)
     work.mkdir(parents=True, exist_ok=True)
     data, om = work / "data", work / "series.om"
     fine = min(5.0, grid.step / 3)  # fio runs: when one starts and ends, finer than the grid
@@ -760,15 +764,17 @@ def _range(a: float, b: float, step: float) -> Iterator[float]:
         t += step
 
 
-def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] | None):
+def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] | None, thresholds: Thresholds | None = None):
+    thresholds = thresholds or shipped()
     captures = [c for p in paths for c in load_iostat(p, devices)]
     check_bounds(captures)
     start = min(c.samples[0].timestamp for c in captures)
     end = max(c.samples[-1].timestamp for c in captures)
     runs = [r for r in load_fio_runs(results) if r.end >= start and r.start <= end]
     hosts = sorted({c.host for c in captures})
-    alerting = _load_rules("alerts.rules.yaml")
-    with tempfile.TemporaryDirectory(prefix="fioscope-report-") as tmp, backfilled(captures, runs, Path(tmp)) as server:
+    alerting = _load_rules("alerts.rules.yaml", thresholds)
+    with tempfile.TemporaryDirectory(prefix="fioscope-report-") as tmp, \
+            backfilled(captures, runs, Path(tmp), thresholds=thresholds) as server:
         prom = Prometheus(server.url, flag="temporary Prometheus")
         declared = {r.device: ", ".join(f"{k} {v}" for k, v in r.limits.items() if v) for r in runs if r.device and r.limits}
         source = ", ".join(paths) + (f" + fio results {results}" if results else "")
@@ -778,7 +784,7 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
                                   firings=lambda step: evaluate_alerts(prom, alerting, start, end, step),
                                   source=f"offline from {source}", declared=declared, min_step=server.grid.step,
                                   step=server.grid.step, timelines=timelines, cpus=cpus,
-                                  runs=[r.window(hosts[0]) for r in runs], resolution="every iostat sample")
+                                  runs=[r.window(hosts[0]) for r in runs], resolution="every iostat sample", thresholds=thresholds)
     report.summary.insert(0, f"Offline: {sum(len(c.samples) for c in captures)} iostat samples from host(s) {', '.join(hosts)}; "
                              "verdicts by fioscope's alert rules evaluated over them in a temporary Prometheus.")
     report.summary += input_notes(captures)
