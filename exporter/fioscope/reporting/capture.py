@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
+from fioscope_mixin import columns
 from fioscope_mixin.units import UnitError, format_duration, parse_duration
 from fioscope_mixin.yamlfile import YamlError, load_yaml
 
@@ -39,7 +40,6 @@ from .timeline import DiskCounters, iostat_columns
 
 log = logging.getLogger("fioscope.capture")
 
-SECTOR = 512
 DEFAULT_IDLE = 30.0
 DEFAULT_LOAD = 150.0  # the throttling rules flag a capped disk within 2 min of load start (fio_window + rate window + for)
 DEFAULT_TAIL = 15.0
@@ -123,26 +123,13 @@ def whole_disks(sys_block: Path = Path("/sys/block")) -> list[str]:
 
 
 def parse_diskstats(text: str, devices: set[str]) -> dict[str, DiskCounters]:
-    out = {}
-    for line in text.splitlines():
-        f = line.split()
-        if len(f) < 14 or f[2] not in devices:
-            continue
-        n = [float(x) for x in f[3:14]]
-        out[f[2]] = DiskCounters(reads=n[0], writes=n[4], read_bytes=n[2] * SECTOR, write_bytes=n[6] * SECTOR,
-                                 read_seconds=n[3] / 1000, write_seconds=n[7] / 1000, io_seconds=n[9] / 1000,
-                                 weighted_seconds=n[10] / 1000)
-    return out
+    """The counters iostat reads, per device, in base units (the fields: fioscope_mixin.columns)."""
+    return {device: DiskCounters(**c) for device, c in columns.parse_diskstats(text, devices, DiskCounters.fields()).items()}
 
 
 def parse_cpu(text: str) -> dict[str, float]:
-    """/proc/stat's aggregate cpu line, grouped as iostat's avg-cpu groups it (system includes irq and softirq)."""
-    for line in text.splitlines():
-        f = line.split()
-        if f and f[0] == "cpu":
-            v = [float(x) for x in f[1:9]] + [0.0] * max(0, 9 - len(f))
-            return {"user": v[0], "nice": v[1], "system": v[2] + v[5] + v[6], "idle": v[3], "iowait": v[4], "steal": v[7]}
-    return {}
+    """/proc/stat's aggregate cpu line, grouped as iostat's avg-cpu groups it (fioscope_mixin.columns)."""
+    return columns.parse_proc_stat_cpu(text)
 
 
 class Sampler(threading.Thread):

@@ -18,6 +18,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fioscope_mixin import columns
 from fioscope_mixin import names as n
 from fioscope_mixin.units import format_duration
 from matplotlib.ticker import PercentFormatter
@@ -251,14 +252,7 @@ def device_section(label: str, timeline: Timeline, runs: list[RunWindow], device
 
 
 MIN_LIVE_INTERVAL = 2.0  # below it a rate spans two scrapes (see timeline.from_counters): iostat's customary 2 s
-COUNTERS = {  # DiskCounters field <- node_exporter counter
-    "reads": "node_disk_reads_completed_total", "writes": "node_disk_writes_completed_total",
-    "read_bytes": "node_disk_read_bytes_total", "write_bytes": "node_disk_written_bytes_total",
-    "read_seconds": "node_disk_read_time_seconds_total", "write_seconds": "node_disk_write_time_seconds_total",
-    "io_seconds": "node_disk_io_time_seconds_total", "weighted_seconds": "node_disk_io_time_weighted_seconds_total",
-}
-CPU_MODE_OF = {"user": "user", "nice": "nice", "system": "system", "irq": "system", "softirq": "system", "iowait": "iowait",
-               "steal": "steal", "idle": "idle"}
+COUNTERS = {f: columns.BY_COUNTER[f].series for f in DiskCounters.fields()}  # DiskCounters field <- node_exporter counter
 
 
 def live_timelines(prom: Prometheus, start: float, end: float, host: str | None,
@@ -279,8 +273,8 @@ def live_timelines(prom: Prometheus, start: float, end: float, host: str | None,
         samples = [(t, DiskCounters(**c)) for t, c in sorted(by_time.items()) if len(c) == len(COUNTERS)]
         timelines.append(from_counters(where, device, samples, MIN_LIVE_INTERVAL))
     cpu_raw: dict[str, dict[float, dict[str, float]]] = {}
-    for s in prom.samples(f"node_cpu_seconds_total{{{host_m.lstrip(',')}}}", start, end):
-        mode = CPU_MODE_OF.get(s.labels.get("mode", ""))
+    for s in prom.samples(f"{columns.CPU_SERIES}{{{host_m.lstrip(',')}}}", start, end):
+        mode = columns.CPU_MODE_OF.get(s.labels.get("mode", ""))
         if mode:
             by_time = cpu_raw.setdefault(_key(s.labels)[0], {})
             for t, v in zip(s.times, s.values):

@@ -5,9 +5,8 @@ written in Python. So the iostat samples become what the rules read and Promethe
 them:
 
 1. Each iostat interval is turned back into the node_exporter counters it was computed from
-   (``r/s`` x interval -> ``node_disk_reads_completed_total``, ``r_await`` x ``r/s`` ->
-   ``node_disk_read_time_seconds_total``, ``aqu-sz`` -> ``..._io_time_weighted_seconds_total``,
-   ``%util`` -> ``..._io_time_seconds_total``, avg-cpu -> ``node_cpu_seconds_total``), with
+   (``r/s`` x interval -> reads completed, ``r_await`` x ``r/s`` -> time reading, ``aqu-sz`` -> weighted
+   time in flight, ``%util`` -> time busy, avg-cpu -> CPU seconds per mode: fioscope_mixin.columns), with
    ``job="node"``, ``instance="iostat:<nodename>"`` and ``host=<nodename>``; a rate is
    constant within an interval, so an interval longer than ``MAX_SAMPLE_GAP`` gets
    interpolated counter samples at each evaluation instant in it and half a rate window
@@ -57,6 +56,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fioscope_mixin import columns
+from fioscope_mixin.columns import CPU_MODES
 from fioscope_mixin.prometheus import rule_groups
 from fioscope_mixin.settings import SettingsError
 from fioscope_mixin.units import UnitError, parse_duration
@@ -76,28 +77,10 @@ RATE_WINDOW = 60.0  # the rules' rate(...[1m])
 MIN_GRID_STEP = 15.0  # the stack's evaluation interval (alerts/config.yaml); coarser for long captures
 _LOCALE_FORMATS = ("%m/%d/%y %H:%M:%S", "%m/%d/%Y %H:%M:%S", "%m/%d/%y %I:%M:%S %p", "%m/%d/%Y %I:%M:%S %p")
 
-# node_exporter counter <- (iostat column, factor): the counter grows by column x factor x seconds
-DISK_COUNTERS: dict[str, list[tuple[str, float]]] = {
-    "node_disk_reads_completed_total": [("r/s", 1)],
-    "node_disk_writes_completed_total": [("w/s", 1)],
-    "node_disk_discards_completed_total": [("d/s", 1)],
-    "node_disk_flush_requests_total": [("f/s", 1)],
-    "node_disk_read_bytes_total": [("rkB/s", 1024)],
-    "node_disk_written_bytes_total": [("wkB/s", 1024)],
-    "node_disk_discarded_sectors_total": [("dkB/s", 2)],
-    "node_disk_reads_merged_total": [("rrqm/s", 1)],
-    "node_disk_writes_merged_total": [("wrqm/s", 1)],
-    "node_disk_io_time_seconds_total": [("util", 0.01)],
-    "node_disk_io_time_weighted_seconds_total": [("aqu-sz", 1)],
-}
-# await (ms) x completions/s: time spent by requests per second
-DISK_TIME_COUNTERS = {
-    "node_disk_read_time_seconds_total": ("r_await", "r/s"),
-    "node_disk_write_time_seconds_total": ("w_await", "w/s"),
-    "node_disk_discard_time_seconds_total": ("d_await", "d/s"),
-    "node_disk_flush_requests_time_seconds_total": ("f_await", "f/s"),
-}
-CPU_MODES = ("user", "nice", "system", "iowait", "steal", "idle")
+# node_exporter counter <- (iostat column, scale): the counter grows by column / scale per second (fioscope_mixin.columns)
+DISK_COUNTERS = {c.series: (c.column, c.scale) for c in columns.DISK if not c.per}
+# await (ms) x completions/s: time spent by requests per second; counter <- (await column, its completions' column)
+DISK_TIME_COUNTERS = {c.series: (c.column, columns.BY_COUNTER[c.per].column) for c in columns.DISK if c.per}
 # sysstat < 12 names (no discard/flush columns there: they stay 0)
 COLUMN_ALIASES = {"avgqu-sz": "aqu-sz", "%util": "util"}
 
@@ -110,7 +93,7 @@ GAP_FACTOR, GAP_MIN = 10.0, 300.0  # an interval this much longer than the one b
 MAX_UTIL = 110.0  # %util: sysstat caps it at 100; older kernels overshoot a little
 MAX_RATE = 1e12  # no disk completes, merges or moves this much per second (kB, IO, ms)
 REQUIRED = ("r/s", "w/s", "r_await", "w_await", "aqu-sz", "util")
-USED = sorted({c for parts in DISK_COUNTERS.values() for c, _ in parts} | {c for pair in DISK_TIME_COUNTERS.values() for c in pair})
+USED = sorted({c for c, _ in DISK_COUNTERS.values()} | {c for pair in DISK_TIME_COUNTERS.values() for c in pair})
 
 
 @dataclass
@@ -417,18 +400,18 @@ def counter_points(capture: IostatCapture, grid: Grid) -> Iterator[tuple[str, st
         return points
 
     devices = sorted({d for s in samples for d in s.disks})
-    for name, parts in DISK_COUNTERS.items():
+    for name, (col, scale) in DISK_COUNTERS.items():
         for device in devices:
             yield name, _labels(**base, device=device), series(
-                (i, sum(s.disks[device].get(col, 0.0) * factor for col, factor in parts))
-                for i, s in enumerate(samples) if device in s.disks)
+                (i, s.disks[device].get(col, 0.0) / scale) for i, s in enumerate(samples) if device in s.disks)
     for name, (await_col, rate_col) in DISK_TIME_COUNTERS.items():
+        scale = columns.BY_COLUMN[await_col].scale
         for device in devices:
             yield name, _labels(**base, device=device), series(
-                (i, s.disks[device].get(await_col, 0.0) / 1000 * s.disks[device].get(rate_col, 0.0))
+                (i, s.disks[device].get(await_col, 0.0) / scale * s.disks[device].get(rate_col, 0.0))
                 for i, s in enumerate(samples) if device in s.disks)
     for mode in CPU_MODES:
-        yield "node_cpu_seconds_total", _labels(**base, cpu="all", mode=mode), series(
+        yield columns.CPU_SERIES, _labels(**base, cpu="all", mode=mode), series(
             (i, s.cpu[mode] / 100) for i, s in enumerate(samples) if s.cpu)
 
 
