@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import DEFAULT_LISTEN, Config, ConfigError, Target, check_target, load_config, parse_duration, parse_limits
+from .config import parse_key_values as _key_values
 from .jobs import check_safe, load_job, resolve_job
 
 if TYPE_CHECKING:
@@ -28,16 +29,6 @@ log = logging.getLogger("fioscope")
 MAX_LIMIT = float(2**60)
 # --iodepth x --repeat: the sweep's points, each a fio job section run one after the other
 MAX_SWEEP_POINTS = 1000
-
-
-def _key_values(items: list[str], flag: str) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"{flag} {item!r}: expected KEY=VALUE")
-        out[key] = value
-    return out
 
 
 def load_thresholds(args) -> Thresholds:
@@ -321,8 +312,8 @@ def add_capture_parser(sub) -> None:
 
 
 def cmd_capture(args) -> int:
+    from .capture import run_capture
     from .reporting import ReportError
-    from .reporting.capture import run_capture
 
     thresholds = load_thresholds(args)
     try:

@@ -34,9 +34,9 @@ from fioscope_mixin import columns
 from fioscope_mixin.units import UnitError, format_duration, parse_duration
 from fioscope_mixin.yamlfile import YamlError, load_yaml
 
-from ..thresholds import Thresholds
-from . import ReportError
-from .timeline import DiskCounters, iostat_columns
+from .reporting import ReportError
+from .reporting.timeline import DiskCounters, iostat_columns
+from .thresholds import Thresholds
 
 log = logging.getLogger("fioscope.capture")
 
@@ -228,12 +228,11 @@ class Progress:
 
 def run_capture(args, thresholds: Thresholds) -> int:
     """``thresholds``: the command's settings (loaded once by the CLI), for the fio results and the report."""
-    from ..cli import _key_values
-    from ..config import ConfigError, Target, check_target, load_config
-    from ..runner import Runner
-    from ..store import Store
-    from .html import write_report
-    from .iostat import offline_diagnosis
+    from .config import ConfigError, Target, check_target, load_config, parse_key_values
+    from .reporting.html import write_report
+    from .reporting.iostat import offline_diagnosis
+    from .runner import Runner
+    from .store import Store
 
     output = Path(args.output)
     idle = _seconds(args.idle, "--idle") if args.idle else DEFAULT_IDLE
@@ -243,7 +242,7 @@ def run_capture(args, thresholds: Thresholds) -> int:
     if output.exists() and any(output.iterdir()):
         raise CaptureError(f"--output {output}: not empty (a bundle goes into a new or empty directory)")
     try:
-        extra_env = _key_values(args.env, "--env")
+        extra_env = parse_key_values(args.env, "--env")
         target = check_target(Target(name="capture", directory=Path(args.target_dir)), "--target.dir")
         if not target.directory.is_dir():
             raise CaptureError(f"--target.dir {args.target_dir}: not a directory")
