@@ -18,7 +18,6 @@ still written.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import os
@@ -30,12 +29,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
-from fioscope_mixin import columns
 from fioscope_mixin.units import UnitError, format_duration, parse_duration
 from fioscope_mixin.yamlfile import YamlError, load_yaml
 
 from .reporting import ReportError
-from .reporting.timeline import DiskCounters, iostat_columns
+from .reporting.capture import DiskCounters, iostat_document, iso_time, parse_cpu, parse_diskstats
 from .thresholds import Thresholds
 
 log = logging.getLogger("fioscope.capture")
@@ -122,16 +120,6 @@ def whole_disks(sys_block: Path = Path("/sys/block")) -> list[str]:
     return out
 
 
-def parse_diskstats(text: str, devices: set[str]) -> dict[str, DiskCounters]:
-    """The counters iostat reads, per device, in base units (the fields: fioscope_mixin.columns)."""
-    return {device: DiskCounters(**c) for device, c in columns.parse_diskstats(text, devices, DiskCounters.fields()).items()}
-
-
-def parse_cpu(text: str) -> dict[str, float]:
-    """/proc/stat's aggregate cpu line, grouped as iostat's avg-cpu groups it (fioscope_mixin.columns)."""
-    return columns.parse_proc_stat_cpu(text)
-
-
 class Sampler(threading.Thread):
     """Reads /proc/diskstats and /proc/stat every ``interval`` seconds until stopped; every sample kept and logged raw."""
 
@@ -170,29 +158,6 @@ class Sampler(threading.Thread):
         self.stopped.set()
         self.join(timeout=self.interval + 5)
         self.sample()  # the last interval up to now
-
-
-def _iso(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="milliseconds")
-
-
-def iostat_document(host: str, samples: list[tuple[float, dict[str, DiskCounters], dict[str, float]]]) -> dict:
-    """The samples as ``S_TIME_FORMAT=ISO iostat -x -t -o JSON`` prints them: the first report (since boot) as a
-    placeholder that readers drop, then one report per interval."""
-    statistics: list[dict] = [{"timestamp": _iso(samples[0][0]) if samples else _iso(time.time()), "avg-cpu": {}, "disk": []}]
-    for (t0, d0, c0), (t1, d1, c1) in zip(samples, samples[1:]):
-        total = sum(c1.get(m, 0) - c0.get(m, 0) for m in c1)
-        cpu = {m: round(100 * (c1[m] - c0.get(m, 0)) / total, 2) if total > 0 else 0.0 for m in c1}
-        disks = []
-        for device in sorted(set(d0) & set(d1)):
-            columns = iostat_columns(d0[device], d1[device], t1 - t0)
-            if columns is not None:
-                disks.append({"disk_device": device, **{k: round(v, 4) for k, v in columns.items()},
-                              "rareq-sz": round(columns["rkB/s"] / columns["r/s"], 2) if columns["r/s"] else 0.0,
-                              "wareq-sz": round(columns["wkB/s"] / columns["w/s"], 2) if columns["w/s"] else 0.0})
-        statistics.append({"timestamp": _iso(t1), "avg-cpu": cpu, "disk": disks})
-    return {"sysstat": {"hosts": [{"nodename": host, "sysname": "Linux", "number-of-cpus": os.cpu_count() or 1,
-                                   "statistics": statistics}]}}
 
 
 # ---- the session ------------------------------------------------------------------------------
@@ -313,7 +278,8 @@ def run_capture(args, thresholds: Thresholds) -> int:
         raise CaptureError(f"--output {output}: too few samples for a report ({len(sampler.samples)}); raw samples kept")
     report = offline_diagnosis([str(iostat)], str(results) if any(results.glob("*.json")) else None, None, thresholds)
     report.title = f"Capture on {host} — {target.directory}"
-    report.summary.insert(0, "Phases: " + "; ".join(f"{p['title']} {_iso(p['start'])[11:19]}–{_iso(p['end'])[11:19]}" for p in phases_log)
+    report.summary.insert(0, "Phases: " + "; ".join(f"{p['title']} {iso_time(p['start'])[11:19]}–{iso_time(p['end'])[11:19]}"
+                                                    for p in phases_log)
                           + (" (interrupted: the report covers what was captured)" if stop.is_set() else ""))
     path = write_report(report, output)
     print(f"capture: bundle {output} (report {path})")

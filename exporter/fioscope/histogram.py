@@ -45,9 +45,9 @@ def bucket_bounds(settings: dict) -> tuple[float, ...]:
 @functools.cache
 def shipped_bounds() -> tuple[float, ...]:
     """The bounds of alerts/config.yaml as shipped, for a caller given none (read on first use, never at import)."""
-    from .thresholds import shipped
+    from fioscope_mixin.settings import load_settings
 
-    return shipped().bucket_bounds
+    return bucket_bounds(load_settings())
 
 
 def __getattr__(name: str) -> tuple[float, ...]:
