@@ -276,11 +276,10 @@ def run_capture(args, thresholds: Thresholds) -> int:
     iostat.write_text(json.dumps(iostat_document(host, sampler.samples)) + "\n")
     if len(sampler.samples) < 3:
         raise CaptureError(f"--output {output}: too few samples for a report ({len(sampler.samples)}); raw samples kept")
-    report = offline_diagnosis([str(iostat)], str(results) if any(results.glob("*.json")) else None, None, thresholds)
-    report.title = f"Capture on {host} — {target.directory}"
-    report.summary.insert(0, "Phases: " + "; ".join(f"{p['title']} {iso_time(p['start'])[11:19]}–{iso_time(p['end'])[11:19]}"
-                                                    for p in phases_log)
-                          + (" (interrupted: the report covers what was captured)" if stop.is_set() else ""))
+    phases_line = ("Phases: " + "; ".join(f"{p['title']} {iso_time(p['start'])[11:19]}–{iso_time(p['end'])[11:19]}" for p in phases_log)
+                   + (" (interrupted: the report covers what was captured)" if stop.is_set() else ""))
+    report = offline_diagnosis([str(iostat)], str(results) if any(results.glob("*.json")) else None, None, thresholds,
+                               title=f"Capture on {host} — {target.directory}", lead=[phases_line])
     path = write_report(report, output)
     print(f"capture: bundle {output} (report {path})")
     return 130 if stop.is_set() else 0

@@ -64,7 +64,8 @@ from fioscope_mixin.units import UnitError, parse_duration
 
 from ..thresholds import Thresholds, shipped
 from . import ReportError
-from .diagnosis import Firing, diagnosis_report, spans
+from .diagnosis import DiagnosisInput, Firing, device_names, diagnose, fio_figures, spans
+from .html import Report
 from .phases import RunWindow
 from .prometheus import Prometheus
 from .results import read_runs
@@ -747,7 +748,10 @@ def _range(a: float, b: float, step: float) -> Iterator[float]:
         t += step
 
 
-def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] | None, thresholds: Thresholds | None = None):
+def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] | None, thresholds: Thresholds | None = None,
+                      title: str = "", lead: list[str] | None = None) -> Report:
+    """The diagnosis of iostat files (+ fio results): ``title`` and ``lead`` (summary lines first) where a caller has its
+    own (``fioscope capture``), so the report is whole when it is made."""
     thresholds = thresholds or shipped()
     captures = [c for p in paths for c in load_iostat(p, devices)]
     check_bounds(captures)
@@ -763,15 +767,15 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
         source = ", ".join(paths) + (f" + fio results {results}" if results else "")
         timelines = [t for c in captures for t in from_iostat_samples(c.host, [(s.timestamp, s.disks) for s in c.samples])]
         cpus = [CpuTimeline(c.host, {m: [(s.timestamp, s.cpu.get(m, 0.0)) for s in c.samples] for m in CPU_MODES}) for c in captures]
-        report = diagnosis_report(prom, start, end, None, devices,
-                                  firings=lambda step: evaluate_alerts(prom, alerting, start, end, step),
-                                  source=f"offline from {source}", declared=declared, min_step=server.grid.step,
-                                  step=server.grid.step, timelines=timelines, cpus=cpus,
-                                  runs=[r.window(hosts[0]) for r in runs], resolution="every iostat sample", thresholds=thresholds)
-    report.summary.insert(0, f"Offline: {sum(len(c.samples) for c in captures)} iostat samples from host(s) {', '.join(hosts)}; "
-                             "verdicts by fioscope's alert rules evaluated over them in a temporary Prometheus.")
-    report.summary += input_notes(captures)
-    return report
+        step = server.grid.step
+        offline = (f"Offline: {sum(len(c.samples) for c in captures)} iostat samples from host(s) {', '.join(hosts)}; "
+                   "verdicts by fioscope's alert rules evaluated over them in a temporary Prometheus.")
+        inp = DiagnosisInput(start, end, step, timelines, cpus, [r.window(hosts[0]) for r in runs],
+                             evaluate_alerts(prom, alerting, start, end, step), device_names(prom, end, ""), declared,
+                             fio_figures(prom, start, end, ""), thresholds, None, devices, resolution="every iostat sample",
+                             title=title or f"Disk diagnosis — offline from {source}", lead=[*(lead or []), offline],
+                             notes=input_notes(captures))
+    return diagnose(inp)
 
 
 def input_notes(captures: list[IostatCapture]) -> list[str]:

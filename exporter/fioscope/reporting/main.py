@@ -34,11 +34,11 @@ def run_report(args, thresholds: Thresholds) -> Path:
 
         report = offline_diagnosis(args.iostat, args.results, args.device, thresholds)
     elif args.prometheus_url:
-        from .diagnosis import diagnosis_report
+        from .diagnosis import diagnose, live_input
         from .prometheus import Prometheus, window
 
         start, end = window(args.start, args.end, args.last)
-        report = diagnosis_report(Prometheus(args.prometheus_url), start, end, args.host, args.device, thresholds=thresholds)
+        report = diagnose(live_input(Prometheus(args.prometheus_url), start, end, args.host, args.device, thresholds))
     elif args.results:
         from .performance import performance_report
 
