@@ -207,6 +207,38 @@ def cluster_test(expected: list[dict], rules_dir: Path) -> dict:
                        "alert_rule_test": expected}]}
 
 
+def test_alert_links_open_the_runbook_the_exporter_serves(exporter_factory, tmp_path):
+    """Default links: every runbook_url is the exporter's /runbook (the page has the anchor, the markdown escaped) and
+    every dashboard_url the path /d/<uid> (README "Alert links"); links.* set by an operator replace both bases."""
+    from helpers.net import http_get
+    exporter = exporter_factory()
+    page = http_get(f"http://127.0.0.1:{exporter.port}/runbook", timeout=5)
+    ids = set(re.findall(r'<h\d id="([^"]+)"', page))
+    uids = {d["uid"] for d in map(json.loads, map(Path.read_text, (REPO / "dashboards").glob("*.json")))}
+    for rule in rules_of(ALERTS / "alerts.rules.yaml"):
+        base, _, anchor = rule["annotations"]["runbook_url"].partition("#")
+        assert base == "http://127.0.0.1:7963/runbook" and anchor in ids, rule["alert"]
+        assert re.fullmatch("/d/(.+)", rule["annotations"]["dashboard_url"])[1] in uids, rule["alert"]
+    assert "<pre>" in page and "&gt;" in page and "<script" not in page  # the runbook's own > and < are text
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "links.runbook=https://wiki.example/fioscope",
+                           "--set", "links.grafana=https://grafana.example/"])
+    assert proc.returncode == 0, proc.stderr
+    ann = rules_of(tmp_path / "alerts" / "alerts.rules.yaml")[0]["annotations"]
+    assert ann["runbook_url"].startswith("https://wiki.example/fioscope#") and ann["dashboard_url"].startswith("https://grafana.example/d/")
+
+
+def test_etcd_is_scraped_only_where_the_settings_name_it(tmp_path):
+    jobs = [j["job_name"] for j in yaml.safe_load((REPO / "provisioning" / "prometheus" / "prometheus.yml").read_text())["scrape_configs"]]
+    assert "etcd" not in jobs and "node" in jobs
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", 'stack.etcd_endpoints=["10.0.0.5:2379", "10.0.0.6:2379"]'])
+    assert proc.returncode == 0, proc.stderr
+    config = yaml.safe_load((tmp_path / "provisioning" / "prometheus" / "prometheus.yml").read_text())
+    [etcd] = [j for j in config["scrape_configs"] if j["job_name"] == "etcd"]
+    assert etcd["static_configs"] == [{"targets": ["10.0.0.5:2379", "10.0.0.6:2379"]}]
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "stack.etcd_endpoints=10.0.0.5:2379"])
+    assert proc.returncode != 0 and proc.stderr.count("\n") == 1 and "stack.etcd_endpoints" in proc.stderr, proc.stderr
+
+
 def test_cluster_label_keeps_clusters_apart(tmp_path):
     """selectors.cluster_label: only the capped cluster's device alerts, labelled with its cluster; the
     healthy twin of the same host/instance/device name in the other cluster stays silent."""
@@ -221,8 +253,8 @@ def test_cluster_label_keeps_clusters_apart(tmp_path):
                    "w_await 256ms, no normal known yet).")
     fired = [{"exp_labels": {"severity": "critical", "cluster": "east", "instance": "s6:9100", "job": "node", "host": "s6", "device": "vdb"},
               "exp_annotations": {"summary": "Disk throttled while fio loads it", "description": description,
-                                  "runbook_url": "https://github.com/fioscope/fioscope/blob/main/docs/runbook.md#fioscopediskthrottledunderfioload",
-                                  "dashboard_url": "http://127.0.0.1:3000/d/fioscope-disk"}}]
+                                  "runbook_url": "http://127.0.0.1:7963/runbook#fioscopediskthrottledunderfioload",
+                                  "dashboard_url": "/d/fioscope-disk"}}]
     before, after = sc.duration(sc.ONSET - 60), sc.duration(sc.ONSET + 180)
     expected = [{"eval_time": before, "alertname": "FioscopeDiskThrottledUnderFioLoad", "exp_alerts": []},
                 {"eval_time": after, "alertname": "FioscopeDiskThrottledUnderFioLoad", "exp_alerts": fired},

@@ -42,9 +42,9 @@ def test_one_prometheus_has_no_shard_files_and_two_shards_read_the_same_rules_an
         fleet = [job for job in config["scrape_configs"] if "file_sd_configs" in job]
         assert [job["file_sd_configs"] for job in fleet] == [job["file_sd_configs"] for job in single["scrape_configs"]
                                                              if "file_sd_configs" in job]
-    # this host's Alertmanager and etcd are scraped once, by shard 0
+    # this host's Alertmanager is scraped once, by shard 0 (etcd only where stack.etcd_endpoints names one: none here)
     jobs = [[job["job_name"] for job in config["scrape_configs"]] for config in files.values()]
-    assert jobs == [["prometheus", "node", "fioscope", "alertmanager", "etcd"], ["prometheus", "node", "fioscope"]]
+    assert jobs == [["prometheus", "node", "fioscope", "alertmanager"], ["prometheus", "node", "fioscope"]]
 
 
 @pytest.mark.parametrize("value", ["0", "two", "100"])

@@ -14,6 +14,7 @@ import tempfile
 import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import (
     DEFAULT_LISTEN,
@@ -27,8 +28,12 @@ from .config import (
     parse_duration,
     parse_limits,
 )
+from .config import parse_key_values as _key_values
 from .jobs import check_safe, load_job, resolve_job
 from .lab import KINDS as LAB_KINDS
+
+if TYPE_CHECKING:
+    from .thresholds import Thresholds
 
 log = logging.getLogger("fioscope")
 
@@ -38,14 +43,21 @@ MAX_LIMIT = float(2**60)
 MAX_SWEEP_POINTS = 1000
 
 
-def _key_values(items: list[str], flag: str) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"{flag} {item!r}: expected KEY=VALUE")
-        out[key] = value
-    return out
+def load_thresholds(args) -> Thresholds:
+    """alerts/config.yaml with the command's --set overrides: read here, once per command, and passed down."""
+    from fioscope_mixin.settings import SettingsError
+
+    from .thresholds import load_thresholds as load
+
+    try:
+        return load(getattr(args, "set", None))
+    except SettingsError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def add_set_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                        help="override alerts/config.yaml (as the stack's and the generator's --set): the thresholds judged by")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,10 +154,11 @@ def cmd_serve(args) -> int:
     from .webconfig import load_web_config
 
     config = load_config(args.config_file, args.results_dir)
+    thresholds = load_thresholds(args)
     web = load_web_config(args.web_config_file) if args.web_config_file else None
     address = args.listen_address or config.listen_address
     config.results_dir.mkdir(parents=True, exist_ok=True)
-    store = Store(config)
+    store = Store(config, thresholds.bucket_bounds)
     store.scan()
     store.hold_new_series()
     stop = threading.Event()
@@ -198,8 +211,6 @@ def _run_target(args, config: Config) -> Target:
 
 
 def cmd_run(args) -> int:
-    from fioscope_mixin.settings import SettingsError, default_fsync_threshold
-
     from .runner import Runner
     from .store import Store
     from .sweep import Progress, parse_depths, write_sweep
@@ -207,17 +218,14 @@ def cmd_run(args) -> int:
 
     config = load_config(args.config_file, args.results_dir)
     target = _run_target(args, config)
-    # without --fsync.threshold: etcd's tiers from alerts/config.yaml (checked readable here, exit 2 if not)
-    try:
-        default_fsync_threshold()
-    except SettingsError as exc:
-        raise ConfigError(str(exc)) from None
+    # without --fsync.threshold: etcd's tiers from alerts/config.yaml (read here, exit 2 if unreadable)
+    thresholds = load_thresholds(args)
     fsync_threshold = parse_duration(args.fsync_threshold, "--fsync.threshold", positive=True) if args.fsync_threshold else None
     depths = parse_depths(args.iodepth) if args.iodepth else []
     if depths and not 1 <= args.repeat <= MAX_SWEEP_POINTS // len(depths):
         raise ConfigError(f"--repeat {args.repeat}: must be 1 to {MAX_SWEEP_POINTS // len(depths)} "
                           f"(at most {MAX_SWEEP_POINTS} sweep points with {len(depths)} depths)")
-    runner = Runner(config, Store(config))
+    runner = Runner(config, Store(config, thresholds.bucket_bounds))
     signal.signal(signal.SIGTERM, lambda s, f: runner.stop())
     env = check_job_env(_key_values(args.env, "--env"), "--env", ConfigError)
     with tempfile.TemporaryDirectory(prefix="fioscope-sweep-") as sweep_dir:
@@ -238,7 +246,7 @@ def cmd_run(args) -> int:
     ok = outcome.ok
     for job in outcome.result.jobs:
         print("\n".join(summary_lines(job)))
-        for verdict in job_verdicts(job, target.limits, target.sla_latency_seconds, fsync_threshold):
+        for verdict in job_verdicts(job, target.limits, target.sla_latency_seconds, fsync_threshold, thresholds):
             print(f"  {verdict.text}")
             ok = ok and verdict.ok is not False
     if not outcome.ok:
@@ -299,6 +307,7 @@ def add_report_parser(sub) -> None:
     report.add_argument("--latency-target", dest="latency_target", help="p99 latency target for the performance report, e.g. 5ms")
     report.add_argument("--baseline", help="comparison: a results directory, or target=NAME / tag:KEY=VALUE within --results")
     report.add_argument("--candidate", help="comparison: like --baseline")
+    add_set_flag(report)
 
 
 def add_capture_parser(sub) -> None:
@@ -322,14 +331,16 @@ def add_capture_parser(sub) -> None:
     capture.add_argument("--target.cgroup", dest="target_cgroup", help="run fio inside this cgroup (a lab disk's throttle; root)")
     capture.add_argument("--keep-files", dest="keep_files", action="store_true",
                          help="keep the files fio laid out in --target.dir (default: removed at the end)")
+    add_set_flag(capture)
 
 
 def cmd_capture(args) -> int:
+    from .capture import LoadFailed, run_capture
     from .reporting import ReportError
-    from .reporting.capture import LoadFailed, run_capture
 
+    thresholds = load_thresholds(args)
     try:
-        return run_capture(args)
+        return run_capture(args, thresholds)
     except LoadFailed as exc:
         print(f"fioscope capture: {exc}", file=sys.stderr)
         return 1
@@ -349,10 +360,11 @@ def cmd_report(args) -> int:
     from .reporting import ReportError
     from .reporting.main import run_report
 
+    thresholds = load_thresholds(args)
     once = _interrupt_once()
     previous = {s: signal.signal(s, once) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        path = run_report(args)
+        path = run_report(args, thresholds)
     except KeyboardInterrupt:
         print("fioscope report: interrupted; nothing written", file=sys.stderr)
         return 130

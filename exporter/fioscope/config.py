@@ -210,6 +210,17 @@ def parse_rate(value, where: str) -> float:
         raise ConfigValueError(f"{where}: {value!r} is not a number (e.g. 700, 100MiB, 125MB/s) up to 1EiB") from None
 
 
+def parse_key_values(items: list[str] | None, flag: str) -> dict[str, str]:
+    """``KEY=VALUE`` flags (``--env``, ``--limit``) as a mapping; ConfigError names the flag and the item."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{flag} {item!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
 def mapping(value, where: str, error: type[ConfigError] = ConfigValueError) -> dict:
     """A YAML mapping (``{}`` for none), else ``error`` naming ``where``."""
     if value is None:

@@ -14,15 +14,14 @@ alerts and dashboards that count requests under either line read an exact bucket
 above, a few coarse bounds (1, 2, 5, 10 us; 10, 30 s) keep outliers
 visible without paying for resolution nobody reads.
 
-Cost: len(BUCKET_BOUNDS) + 1 buckets + _sum + _count = 155 series per (target, job,
+Cost: len(bounds) + 1 buckets + _sum + _count = 155 series per (target, job,
 hostname, ddir, stage) that has json+ bins; a typical job has 1 to 3 such stages.
 """
 
 from __future__ import annotations
 
 import bisect
-
-from fioscope_mixin.settings import load_settings
+import functools
 
 RATIO_EXPONENT = 8  # bounds per doubling: 2^(1/8) = 9.05 % per bucket
 COARSE_BOUNDS = (1e-6, 2e-6, 5e-6, 1e-5, 10.0, 30.0)
@@ -43,14 +42,26 @@ def bucket_bounds(settings: dict) -> tuple[float, ...]:
     ))
 
 
-# alerts/config.yaml as shipped: the rules and dashboards are generated from the same file
-BUCKET_BOUNDS: tuple[float, ...] = bucket_bounds(load_settings())
+@functools.cache
+def shipped_bounds() -> tuple[float, ...]:
+    """The bounds of alerts/config.yaml as shipped, for a caller given none (read on first use, never at import)."""
+    from fioscope_mixin.settings import load_settings
+
+    return bucket_bounds(load_settings())
 
 
-def bucket_counts(bins_ns: dict[int, int]) -> list[int]:
-    """Per-bucket (not cumulative) counts; the last entry is the +Inf bucket."""
-    counts = [0] * (len(BUCKET_BOUNDS) + 1)
+def __getattr__(name: str) -> tuple[float, ...]:
+    # BUCKET_BOUNDS: the shipped bounds, computed on first use (a module attribute would read the settings at import)
+    if name == "BUCKET_BOUNDS":
+        return shipped_bounds()
+    raise AttributeError(name)
+
+
+def bucket_counts(bins_ns: dict[int, int], bounds: tuple[float, ...] | None = None) -> list[int]:
+    """Per-bucket (not cumulative) counts over ``bounds`` (default: the shipped ones); the last entry is the +Inf bucket."""
+    bounds = bounds or shipped_bounds()
+    counts = [0] * (len(bounds) + 1)
     for value_ns, n in bins_ns.items():
         # le semantics: a value equal to a bound belongs to that bucket
-        counts[bisect.bisect_left(BUCKET_BOUNDS, value_ns * 1e-9)] += n
+        counts[bisect.bisect_left(bounds, value_ns * 1e-9)] += n
     return counts

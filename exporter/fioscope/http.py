@@ -1,4 +1,5 @@
-"""HTTP endpoints: ``/`` landing page, ``/metrics``, ``/-/healthy`` (cheap, touches no store).
+"""HTTP endpoints: ``/`` landing page, ``/metrics``, ``/-/healthy`` (cheap, touches no store), ``/runbook``
+(the runbook the package ships: where the alerts' runbook_url points unless links.runbook is set).
 
 The server holds against misbehaving clients: one selector thread accepts connections,
 reads request heads and writes responses without blocking (TLS handshakes included); a
@@ -37,6 +38,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from . import __version__
 from .collector import Exposition
 from .collector.exporter import ScrapeTimer
+from .resources import runbook_html
 from .webconfig import WebConfig
 
 log = logging.getLogger("fioscope.http")
@@ -44,7 +46,7 @@ log = logging.getLogger("fioscope.http")
 LANDING = f"""<html><head><title>fioscope</title></head><body>
 <h1>fioscope {__version__}</h1>
 <p>fio results as Prometheus metrics.</p>
-<ul><li><a href="metrics">/metrics</a></li><li><a href="-/healthy">/-/healthy</a></li></ul>
+<ul><li><a href="metrics">/metrics</a></li><li><a href="-/healthy">/-/healthy</a></li><li><a href="runbook">/runbook</a></li></ul>
 </body></html>""".encode()
 
 WORKERS = 16
@@ -73,6 +75,9 @@ def make_app(exposition: Exposition, timer: ScrapeTimer):
         if path == "/":
             start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
             return [LANDING]
+        if path == "/runbook":
+            start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
+            return [runbook_html()]
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"not found\n"]
 

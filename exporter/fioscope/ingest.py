@@ -168,7 +168,7 @@ class Ingest:
                 run = runs[-1]
                 if not (written_by_us or run.annotation.present or self._finished(st, quiet, runs)):
                     return False  # anybody's fio output counts once, when its writer is done with it
-                contributions = run_contributions(run, self.resolver.place)
+                contributions = run_contributions(run, self.resolver.place, self.state.bounds)
         except Exception as exc:  # noqa: BLE001 - RecursionError, MemoryError, ValueError ...: this file only
             if not settled:
                 return False  # still being written, perhaps: judged once it stops changing

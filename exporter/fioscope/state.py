@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from .config import Limits
-from .histogram import BUCKET_BOUNDS, bucket_counts
+from .histogram import bucket_counts, shipped_bounds
 from .model import Direction, JobResult, RunResult
 from .promised import promised_iops
 from .resultfile import Annotation, FailureRecord
@@ -48,9 +48,13 @@ class Published:
 
 @dataclass
 class HistogramState:
-    buckets: list[int] = field(default_factory=lambda: [0] * (len(BUCKET_BOUNDS) + 1))
+    bounds: tuple[float, ...]  # the le bounds (the thresholds' fsync line anchors them): one tuple shared by all
+    buckets: list[int] = field(default_factory=list)  # per bucket, +Inf last; empty: all zero
     sum_seconds: float = 0.0
     held: bool = False  # appeared after the startup scan: the collector shows it at zero once
+
+    def __post_init__(self) -> None:
+        self.buckets = self.buckets or [0] * (len(self.bounds) + 1)
 
 
 @dataclass
@@ -85,7 +89,8 @@ def failure_contributions(record: FailureRecord) -> list[Contribution]:
             for name in dict.fromkeys(record.jobnames)]
 
 
-def run_contributions(run: RunResult, place: Callable[[Annotation, JobResult], Placement]) -> list[Contribution]:
+def run_contributions(run: RunResult, place: Callable[[Annotation, JobResult], Placement],
+                      bounds: tuple[float, ...] | None = None) -> list[Contribution]:
     out = []
     for job in run.jobs:
         where = place(run.annotation, job)
@@ -94,7 +99,7 @@ def run_contributions(run: RunResult, place: Callable[[Annotation, JobResult], P
         for ddir, direction in job.directions.items():
             for stage, lat in direction.latencies.items():
                 if lat.bins_ns:
-                    c.histograms[(ddir, stage)] = (bucket_counts(lat.bins_ns), lat.sum_seconds)
+                    c.histograms[(ddir, stage)] = (bucket_counts(lat.bins_ns, bounds), lat.sum_seconds)
         c.published = Published(job=_without_bins(job), fio_version=run.fio_version, end_timestamp=run.timestamp,
                                 promised_iops=_promised(where.limits, job.options), sla_latency_seconds=where.sla_latency_seconds)
         c.start_timestamp, c.end_timestamp = max(0.0, run.timestamp - job.wall_seconds), run.timestamp
@@ -131,7 +136,9 @@ def per_interval(job: JobResult, previous: JobResult) -> JobResult:
 
 
 class State:
-    def __init__(self) -> None:
+    def __init__(self, bounds: tuple[float, ...] | None = None) -> None:
+        """``bounds``: the histograms' (Thresholds.bucket_bounds); default the shipped settings' ones."""
+        self.bounds = bounds or shipped_bounds()
         self.lock = threading.Lock()
         self.jobs: dict[JobKey, JobState] = {}
         self.histograms: dict[JobKey, dict[HistKey, HistogramState]] = {}
@@ -159,7 +166,7 @@ class State:
         for hkey, (counts, total) in c.histograms.items():
             hist = hists.get(hkey)
             if hist is None:
-                hist = hists[hkey] = HistogramState(held=self._hold_new)
+                hist = hists[hkey] = HistogramState(self.bounds, held=self._hold_new)
             hist.buckets = [a + b for a, b in zip(hist.buckets, counts)]
             hist.sum_seconds += total
         if state.last is None or c.published.end_timestamp >= state.last.end_timestamp:

@@ -22,9 +22,10 @@ __all__ = ["SETTLE_SECONDS", "HistKey", "HistogramState", "JobKey", "JobState", 
 
 
 class Store:
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, bounds: tuple[float, ...] | None = None):
+        """``bounds``: fio_latency_seconds's (the command's Thresholds.bucket_bounds); default the shipped settings'."""
         self.config = config
-        self.state = State()
+        self.state = State(bounds)
         self.ingest = Ingest(config, self.state)
         # the live-run and exposition side, as the runner and the collector call it
         self.start_run = self.state.start_run

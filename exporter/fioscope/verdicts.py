@@ -6,12 +6,13 @@ the same kind of judgement over a window or a curve.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .config import Limits
 from .etcd import fsync_verdict
 from .model import JobResult, Latency
 from .promised import promised_iops, write_share
+from .thresholds import Thresholds
 
 # delivered IOPS below this share of what was asked for (or promised) fails an SLA check
 DELIVERY_PASS_RATIO = 0.9
@@ -33,6 +34,14 @@ def _fmt_ms(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1000:.2f} ms"
 
 
+def etcd_fsync(p99: float | None, thresholds: Thresholds | None, label: str = "", data: dict | None = None,
+               user_threshold: float | None = None) -> Verdict:
+    """The etcd-fsync verdict of one fdatasync p99: the tiers' text after ``label``, the level and p99 in its data."""
+    tiered = fsync_verdict(p99, user_threshold, thresholds)
+    figures = {**(data or {}), "level": tiered.level, "p99-seconds": f"{p99:.6f}" if p99 is not None else ""}
+    return Verdict("etcd-fsync", tiered.ok, f"{label}: {tiered.text}" if label else tiered.text, figures)
+
+
 def requested_iops(job: JobResult) -> float:
     """The rate the job asked for (fio's rate_iops=read[,write], times numjobs); 0 if unlimited."""
     raw = job.options.get("rate_iops", "")
@@ -45,16 +54,16 @@ def requested_iops(job: JobResult) -> float:
     return ((read if share < 1 else 0) + (write if share > 0 else 0)) * numjobs
 
 
-def job_verdicts(job: JobResult, limits: Limits, sla_seconds: float, fsync_threshold: float | None) -> list[Verdict]:
+def job_verdicts(job: JobResult, limits: Limits, sla_seconds: float, fsync_threshold: float | None,
+                 thresholds: Thresholds | None = None) -> list[Verdict]:
     """``fsync_threshold``: the user's --fsync.threshold; None judges fdatasync by etcd's tiers."""
     verdicts = []
     sync = job.directions.get("sync")
     if sync is not None:
-        # etcd's tiers (warning from 8 ms, fail above 10 ms), or the user's own threshold, named as theirs
-        value = p99(sync.latencies.get("lat"))
-        tiered = fsync_verdict(value, fsync_threshold)
-        verdicts.append(Verdict("etcd-fsync", tiered.ok is True, tiered.text,
-                                {"p99-seconds": value, "threshold-seconds": fsync_threshold, "level": tiered.level}))
+        # etcd's tiers (warning from 8 ms, fail above 10 ms), or the user's own threshold, named as theirs;
+        # fioscope run fails a job whose fdatasync has no p99 (a report calls that no data)
+        fsync = etcd_fsync(p99(sync.latencies.get("lat")), thresholds, user_threshold=fsync_threshold)
+        verdicts.append(replace(fsync, ok=fsync.ok is True))
     worst = max((p99(d.latencies.get("clat")) or 0.0 for k, d in job.directions.items() if k != "sync"), default=0.0)
     promised = promised_iops(limits, job.options)
     if promised or sla_seconds:

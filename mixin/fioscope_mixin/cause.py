@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from fioscope_mixin import names as n
 from fioscope_mixin.alerts import AT_RECENT_PEAK, HOST, LOCAL, device_query, device_series, disk_value
+from fioscope_mixin.columns import IN_FLIGHT_SERIES
 from fioscope_mixin.rule import ON, Alert, Record, fmt, params
 
 # a node_exporter device series and a host-level series of the same scrape (PSI, avg-cpu) join on these
@@ -51,10 +52,12 @@ def _higher(cause: str) -> str:
     return "|".join(names[:names.index(cause)])
 
 
+IN_FLIGHT = IN_FLIGHT_SERIES + "{%(diskSelector)s}"
+
 # below a stall, no other cause while one starts (the last scrape: requests in flight, almost none completing; the
 # window's test names it a minute in) or within a window after one (the rate windows still hold its awaits)
-NEAR_STALL = (f"(\n  {n.DISK_IOPS_IRATE} < {ON} %(cause_stall_completions_per_request)s * node_disk_io_now{{%(diskSelector)s}}\n"
-              f"  and {ON} node_disk_io_now{{%(diskSelector)s}} >= %(cause_stall_min_in_flight)s\n"
+NEAR_STALL = (f"(\n  {n.DISK_IOPS_IRATE} < {ON} %(cause_stall_completions_per_request)s * {IN_FLIGHT}\n"
+              f"  and {ON} {IN_FLIGHT} >= %(cause_stall_min_in_flight)s\n"
               f"  or max_over_time({CAUSE}{{cause=\"stall\"}}[%(window)s])\n)")
 
 
@@ -62,7 +65,6 @@ def _unit(expr: str) -> str:
     return f"{BY_DEVICE} (\n{expr}\n) * 0 + 1"
 
 
-IN_FLIGHT = "node_disk_io_now{%(diskSelector)s}"
 FIO_WRITE_BW = 'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}'
 FIO_RUNNING = "on (%(fioResult)s) fio_run_running{%(fioSelector)s} == 1"
 

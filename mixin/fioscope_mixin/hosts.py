@@ -17,11 +17,10 @@ import re
 import sys
 from pathlib import Path
 
-import yaml
-
 from fioscope_mixin import CHECKOUT as REPO
 from fioscope_mixin.settings import SettingsError, load_settings
 from fioscope_mixin.stack import JOB_LABEL, shard_count, shard_of
+from fioscope_mixin.yamlfile import dump_yaml
 
 # matched with fullmatch: `$` would let a trailing newline through (an invalid file_sd file)
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", re.ASCII)
@@ -81,7 +80,7 @@ def add(directory: Path, name: str, node_address: str, fioscope_address: str, ow
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.yml"
     tmp = directory / f".{name}.yml.tmp"  # outside the *.yml glob
-    tmp.write_text(f"# host {name}: written by python3 -m fioscope_mixin.hosts\n" + yaml.safe_dump(groups, sort_keys=False))
+    tmp.write_text(f"# host {name}: written by python3 -m fioscope_mixin.hosts\n" + dump_yaml(groups))
     os.replace(tmp, path)
     return path
 

@@ -3,12 +3,15 @@ throttling alerts build on."""
 
 from __future__ import annotations
 
+from fioscope_mixin import columns
 from fioscope_mixin import names as n
 from fioscope_mixin.rule import ON, Record, params
 
 
-def _rate(metric: str) -> str:
-    return "rate(%s{%%(diskSelector)s}[%%(rateWindow)s])" % metric
+def _rate(column: str) -> str:
+    """The rate of the node_exporter counter behind iostat's ``column`` (fioscope_mixin.columns: r/s -> reads completed,
+    r_await -> time reading, ...)."""
+    return "rate(%s{%%(diskSelector)s}[%%(rateWindow)s])" % columns.SERIES[column]
 
 
 def _per_request(numerator: str, count: str) -> str:
@@ -25,33 +28,33 @@ RRQM, WRQM = n.DISK_READ_MERGES_PER_SECOND, n.DISK_WRITE_MERGES_PER_SECOND
 R_TIME, W_TIME, D_TIME = (f"fioscope:disk_{d}_time_seconds:rate" for d in ("read", "write", "discard"))
 
 COUNTER_RATES = [
-    Record(R, _rate("node_disk_reads_completed_total"), "r/s"),
-    Record(W, _rate("node_disk_writes_completed_total"), "w/s"),
-    Record(D, _rate("node_disk_discards_completed_total"), "d/s"),
-    Record(F, _rate("node_disk_flush_requests_total"), "f/s"),
-    Record(RB, _rate("node_disk_read_bytes_total"), "rkB/s x 1024"),
-    Record(WB, _rate("node_disk_written_bytes_total"), "wkB/s x 1024"),
-    Record(RRQM, _rate("node_disk_reads_merged_total"), "rrqm/s"),
-    Record(WRQM, _rate("node_disk_writes_merged_total"), "wrqm/s"),
+    Record(R, _rate("r/s"), "r/s"),
+    Record(W, _rate("w/s"), "w/s"),
+    Record(D, _rate("d/s"), "d/s"),
+    Record(F, _rate("f/s"), "f/s"),
+    Record(RB, _rate("rkB/s"), "rkB/s x 1024"),
+    Record(WB, _rate("wkB/s"), "wkB/s x 1024"),
+    Record(RRQM, _rate("rrqm/s"), "rrqm/s"),
+    Record(WRQM, _rate("wrqm/s"), "wrqm/s"),
     # time spent on requests per second: the await columns and fioscope:disk_await_seconds divide these
-    Record(R_TIME, _rate("node_disk_read_time_seconds_total")),
-    Record(W_TIME, _rate("node_disk_write_time_seconds_total")),
-    Record(D_TIME, _rate("node_disk_discard_time_seconds_total")),
+    Record(R_TIME, _rate("r_await")),
+    Record(W_TIME, _rate("w_await")),
+    Record(D_TIME, _rate("d_await")),
 ]
 
 DISK = COUNTER_RATES + [
     Record(n.DISK_READ_AWAIT_SECONDS, _per_request(R_TIME, R), "r_await / 1000"),
     Record(n.DISK_WRITE_AWAIT_SECONDS, _per_request(W_TIME, W), "w_await / 1000"),
-    Record(n.DISK_QUEUE_SIZE, _rate("node_disk_io_time_weighted_seconds_total"), "aqu-sz"),
-    Record(n.DISK_UTIL_RATIO, _rate("node_disk_io_time_seconds_total"), "%util / 100"),
+    Record(n.DISK_QUEUE_SIZE, _rate("aqu-sz"), "aqu-sz"),
+    Record(n.DISK_UTIL_RATIO, _rate("util"), "%util / 100"),
 ]
 # iostat columns only the dashboards show: their own group, from the counter rates above (no alert waits on them)
 COLUMNS = [
-    Record(n.DISK_DISCARD_BYTES_PER_SECOND, _rate("node_disk_discarded_sectors_total") + " * 512", "dkB/s x 1024"),
+    Record(n.DISK_DISCARD_BYTES_PER_SECOND, _rate("dkB/s") + f" * {columns.SECTOR_BYTES}", "dkB/s x 1024"),
     Record(n.DISK_READ_MERGES_RATIO, _per_request(RRQM, f"({RRQM} + {R})"), "%rrqm / 100"),
     Record(n.DISK_WRITE_MERGES_RATIO, _per_request(WRQM, f"({WRQM} + {W})"), "%wrqm / 100"),
     Record(n.DISK_DISCARD_AWAIT_SECONDS, _per_request(D_TIME, D), "d_await / 1000"),
-    Record(n.DISK_FLUSH_AWAIT_SECONDS, _per_request(_rate("node_disk_flush_requests_time_seconds_total"), F), "f_await / 1000"),
+    Record(n.DISK_FLUSH_AWAIT_SECONDS, _per_request(_rate("f_await"), F), "f_await / 1000"),
     Record(n.DISK_READ_REQUEST_SIZE_BYTES, _per_request(RB, R), "rareq-sz x 1024"),
     Record(n.DISK_WRITE_REQUEST_SIZE_BYTES, _per_request(WB, W), "wareq-sz x 1024"),
 ]
@@ -59,17 +62,17 @@ COLUMNS = [
 # CPU time per mode, summed over the CPUs once; the avg-cpu ratios divide it (rather than each recomputing the total)
 CPU_MODES = n.CPU_MODE_SECONDS_RATE
 _CPU_TOTAL = f"sum by (%(clusterLabels)shost, instance, job) ({CPU_MODES})"
-CPU = [Record(CPU_MODES, "sum by (%(clusterLabels)shost, instance, job, mode) (rate(node_cpu_seconds_total{%(nodeSelector)s}[%(rateWindow)s]))")] + [
-    Record(f"fioscope:cpu_{name}_ratio", f"sum by (%(clusterLabels)shost, instance, job) ({CPU_MODES}{{{mode}}}) / {_CPU_TOTAL}", f"%{name} / 100")
-    for name, mode in [("user", 'mode="user"'), ("nice", 'mode="nice"'),
-                       # iostat's %system counts hard and soft interrupts too
-                       ("system", 'mode=~"system|irq|softirq"'), ("iowait", 'mode="iowait"'),
-                       ("steal", 'mode="steal"'), ("idle", 'mode="idle"')]
+CPU = [Record(CPU_MODES, "sum by (%%(clusterLabels)shost, instance, job, mode) (rate(%s{%%(nodeSelector)s}[%%(rateWindow)s]))" % columns.CPU_SERIES)] + [
+    # iostat's groups: its %system counts hard and soft interrupts too (fioscope_mixin.columns)
+    Record(f"fioscope:cpu_{name}_ratio", f"sum by (%(clusterLabels)shost, instance, job) ({CPU_MODES}{{{columns.cpu_mode_matcher(name)}}}) / {_CPU_TOTAL}",
+           f"%{name} / 100")
+    for name in columns.CPU_MODES
 ]
 
 
-def _irate(metric: str) -> str:
-    return "irate(%s{%%(diskSelector)s}[%%(rateWindow)s])" % metric
+def _irate(column: str) -> str:
+    """Per scrape, as ``_rate``."""
+    return "irate(%s{%%(diskSelector)s}[%%(rateWindow)s])" % columns.SERIES[column]
 
 
 def _or_zero(series: str, like: str) -> str:
@@ -86,26 +89,26 @@ HELPERS = [
     Record(n.DISK_IOPS, f"{R} + {W} + {_or_zero(D, R)}", "r/s + w/s + d/s"),
     Record(n.DISK_BYTES_PER_SECOND, f"{RB} + {WB}", "rkB/s + wkB/s x 1024"),
     # per-scrape rates: the flatness tests need the raw steps, not a 1m average
-    Record(n.DISK_READ_IOPS_IRATE, _irate("node_disk_reads_completed_total")),
-    Record(n.DISK_WRITE_IOPS_IRATE, _irate("node_disk_writes_completed_total")),
+    Record(n.DISK_READ_IOPS_IRATE, _irate("r/s")),
+    Record(n.DISK_WRITE_IOPS_IRATE, _irate("w/s")),
     Record(n.DISK_IOPS_IRATE, "fioscope:disk_read_iops:irate + fioscope:disk_write_iops:irate + "
-           + _or_zero(_irate("node_disk_discards_completed_total"), n.DISK_READ_IOPS_IRATE)),
-    Record(n.DISK_READ_BYTES_PER_SECOND_IRATE, _irate("node_disk_read_bytes_total")),
-    Record(n.DISK_WRITE_BYTES_PER_SECOND_IRATE, _irate("node_disk_written_bytes_total")),
+           + _or_zero(_irate("d/s"), n.DISK_READ_IOPS_IRATE)),
+    Record(n.DISK_READ_BYTES_PER_SECOND_IRATE, _irate("rkB/s")),
+    Record(n.DISK_WRITE_BYTES_PER_SECOND_IRATE, _irate("wkB/s")),
     Record(n.DISK_BYTES_PER_SECOND_IRATE,
            "fioscope:disk_read_bytes_per_second:irate + fioscope:disk_write_bytes_per_second:irate"),
     # mean time per request over all directions; absent while the device is idle
     Record(n.DISK_AWAIT_SECONDS, f"({R_TIME} + {W_TIME} + {_or_zero(D_TIME, R_TIME)}) / (fioscope:disk_iops > 0)",
            "await / 1000"),
     # per-scrape util: the rate-window util lags a load's start and end
-    Record(n.DISK_UTIL_RATIO_IRATE, _irate("node_disk_io_time_seconds_total")),
+    Record(n.DISK_UTIL_RATIO_IRATE, _irate("util")),
 ]
 
 # Stalled: requests in flight (the in-flight gauge, averaged over the stall window) and (almost) none completing: fewer
 # than max_iops a second, or so few that each waits request_seconds by Little's law (in flight / completions); or await
 # in seconds while the IOPS collapsed. Not util or aqu-sz: the kernel updates busy time only when a request starts or
 # completes, so both under-report a stall (util 25 % with 32 in flight).
-IN_FLIGHT = "avg_over_time(node_disk_io_now{%(diskSelector)s}[%(stallWindow)s])"
+IN_FLIGHT = "avg_over_time(%s{%%(diskSelector)s}[%%(stallWindow)s])" % columns.IN_FLIGHT_SERIES
 STALLED = Record(n.DISK_STALLED_IN_FLIGHT, (
     f"{IN_FLIGHT} >= %(stall_min_in_flight)s\nand {ON} (\n"
     "  fioscope:disk_iops < %(stall_max_iops)s\n"
@@ -241,7 +244,7 @@ def at_envelope_await(window_name: str, window: str, ddir: str, iops: str, bytes
     window: a phase of one request size is at its own envelope). Recorded once; every ceiling of the direction reads it."""
     return Record(AT_ENVELOPE, (
         f'{SLOW_SATURATED}{{ddir="{ddir}"}}\n'
-        f"and {ON} count_over_time(node_disk_reads_completed_total{{%(diskSelector)s}}[{window}]) >= {WINDOW_SAMPLES[window_name]}\n"
+        f"and {ON} count_over_time({columns.SERIES['r/s']}{{%(diskSelector)s}}[{window}]) >= {WINDOW_SAMPLES[window_name]}\n"
         f"and {ON} quantile_over_time(%(throttle_off_ceiling_share)s, fioscope:disk_util_ratio:irate[{window}]) >= %(throttle_util_min_ratio)s\n"
         f"and {ON} (\n  {_flat(iops, window)}\n  or {_flat(bytes_, window)}\n"
         f"  or (quantile_over_time(%(throttle_off_ceiling_share)s, {ENVELOPE}{_sel(ddir, window_name)}[{window}])"

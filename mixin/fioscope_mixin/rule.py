@@ -81,6 +81,12 @@ def params(s: dict) -> dict[str, str]:
     return p
 
 
+def runbook_base(s: dict) -> str:
+    """links.runbook, or the runbook the exporter of this stack serves (fioscope.http's /runbook)."""
+    st = s["stack"]
+    return s["links"]["runbook"] or f"http://{st['listen_host']}:{st['ports']['fioscope']}/runbook"
+
+
 @dataclass(frozen=True)
 class Record:
     """A recording rule: name, PromQL template, the iostat -x column it reproduces (docs)."""
@@ -122,7 +128,7 @@ class Alert:
         rule["annotations"] = {
             "summary": self.summary % p,
             "description": self.description % p,
-            "runbook_url": f"{s['links']['runbook']}#{self.name.lower()}",
-            "dashboard_url": f"{s['links']['grafana']}/d/{DASHBOARD_UIDS[self.dashboard]}",
+            "runbook_url": f"{runbook_base(s)}#{self.name.lower()}",
+            "dashboard_url": f"{s['links']['grafana'].rstrip('/')}/d/{DASHBOARD_UIDS[self.dashboard]}",
         }
         return rule

@@ -82,6 +82,8 @@ def fleet_job(st: dict, job: str, local_target: str, shard: tuple[int, int] | No
 def prometheus_config(s: dict, shard: int | None = None) -> dict:
     """prometheus.yml; with ``shard`` (0 .. fleet.shards - 1) that shard's."""
     st = s["stack"]
+    if not isinstance(st["etcd_endpoints"], list) or not all(isinstance(e, str) and e for e in st["etcd_endpoints"]):
+        raise SettingsError(f"stack.etcd_endpoints: expected a list of host:port, got {st['etcd_endpoints']!r}")
     host, ports = st["listen_host"], st["ports"]
     sharded = (shard, shard_count(s)) if shard is not None else None
 
@@ -93,8 +95,8 @@ def prometheus_config(s: dict, shard: int | None = None) -> dict:
         global_["external_labels"] = {SHARD_LABEL: str(shard)}
     local = [] if shard else [  # this host's Alertmanager and etcd once, on shard 0
         target("alertmanager", ports["alertmanager"]),
-        # an etcd on this host, if one runs (its target is simply down otherwise)
-        target("etcd", ports["etcd"]),
+        # etcd only where the settings name its endpoints: a target where none runs is only a down target
+        *([{"job_name": "etcd", "static_configs": [{"targets": list(st["etcd_endpoints"])}]}] if st["etcd_endpoints"] else []),
     ]
     return {
         "global": global_,

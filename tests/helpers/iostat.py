@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from fioscope.jobs import load_job
+from fioscope_mixin.columns import CPU_MODES
 
 from helpers.lab import e2e_overrides
 from helpers.native_stack import NativeStack
@@ -47,7 +48,7 @@ DISK_COLUMNS = {
     "wareq-sz": ("fioscope:disk_write_request_size_bytes", 1 / 1024, 0.1),
     "util": ("fioscope:disk_util_ratio", 100, 1.0),  # %util
 }
-CPU_COLUMNS = {m: (f"fioscope:cpu_{m}_ratio", 100, 1.5) for m in ("user", "nice", "system", "iowait", "steal", "idle")}
+CPU_COLUMNS = {m: (f"fioscope:cpu_{m}_ratio", 100, 1.5) for m in CPU_MODES}
 
 
 def agree(iostat: float, prom: float, tolerance: float) -> bool:

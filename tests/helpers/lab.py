@@ -112,6 +112,8 @@ def e2e_overrides(webhook_url: str = "", rate_window: str = "20s", extra: list[s
     ports = {k: free_port() for k in ("prometheus", "alertmanager", "node_exporter", "fioscope", "etcd")}
     sets = [f"stack.ports.{k}={v}" for k, v in ports.items()] + [
         f"stack.scrape_interval={scrape_interval}", f"stack.evaluation_interval={scrape_interval}", f"stack.rate_window={rate_window}",
+        # the etcd a lab test may start at stack.url("etcd") is scraped (test_e2e's real etcd)
+        f'stack.etcd_endpoints=["127.0.0.1:{ports["etcd"]}"]',
     ]
     if webhook_url:
         sets.append(f"stack.alertmanager_webhook={webhook_url}")

@@ -38,7 +38,7 @@ class ZeroOnce:
                 for hkey, hist in hists.items():
                     if hist.held and (key, hkey) not in self._histograms_shown:
                         self._histograms_shown.add((key, hkey))
-                        hist, zeroed = HistogramState(), True
+                        hist, zeroed = HistogramState(hist.bounds), True
                     shown[hkey] = hist
                 hists = shown
         return state, hists, zeroed

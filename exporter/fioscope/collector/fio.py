@@ -34,6 +34,7 @@ with histograms are ~25k samples, which client_python's encoder needs ~0.5 s for
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import Any
@@ -48,15 +49,20 @@ from prometheus_client.core import (
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from ..histogram import BUCKET_BOUNDS
 from ..state import HistKey, HistogramState, JobKey, JobState
 from ..store import Store
 from .exposition import RenderCache, ZeroOnce
 
 log = logging.getLogger("fioscope.collector")
 
-_LE = [repr(b) for b in BUCKET_BOUNDS] + ["+Inf"]
-_LE_LABELS = [f'le="{le}"' for le in _LE]
+
+@functools.cache
+def _le(bounds: tuple[float, ...]) -> tuple[list[str], list[str]]:
+    """The le values of ``bounds`` as the exposition writes them, and as label text (made once per set of bounds)."""
+    values = [repr(b) for b in bounds] + ["+Inf"]
+    return values, [f'le="{le}"' for le in values]
+
+
 # where the series was measured (docs/contracts.md section 1): on every per-job series
 _ID = ["target", "device", "hostname", "jobname"]
 _INFO_LABELS = [*_ID, "rw", "bs", "iodepth", "numjobs", "ioengine", "fio_version"]
@@ -124,7 +130,7 @@ def job_families(key: JobKey, state: JobState, hists: dict[HistKey, HistogramSta
             f["fio_sla_latency_seconds"].add_metric(ident, last.sla_latency_seconds)
     for (ddir, stage), hist in sorted(hists.items()):
         cumulative, buckets = 0, []
-        for le, n in zip(_LE, hist.buckets):
+        for le, n in zip(_le(hist.bounds)[0], hist.buckets):
             cumulative += n
             buckets.append((le, cumulative))
         f["fio_latency_seconds"].add_metric([*ident, ddir, stage], buckets, hist.sum_seconds)
@@ -165,7 +171,7 @@ def histogram_lines(key: JobKey, device: str, hists: dict[HistKey, HistogramStat
         head = f'{{ddir="{_escape(ddir)}",{ident},'
         tail = f',stage="{_escape(stage)}",target="{_escape(target)}"}} '
         cumulative = 0
-        for le, n in zip(_LE_LABELS, hist.buckets):
+        for le, n in zip(_le(hist.bounds)[1], hist.buckets):
             cumulative += n
             out.append(f"fio_latency_seconds_bucket{head}{le}{tail}{floatToGoString(cumulative)}\n")
         out.append(f"fio_latency_seconds_count{head[:-1]}{tail}{floatToGoString(cumulative)}\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from ..thresholds import Thresholds
 from . import humanize
 from .charts import response_chart, uses_bandwidth
 from .fsync import fsync_verdicts
@@ -87,7 +88,8 @@ def conclusion(rows: list[tuple[int, dict[str, tuple[float, bool]]]]) -> str:
     return "candidate " + "; ".join(parts) if parts else "no significant difference"
 
 
-def comparison_report(baseline: list[Sample], candidate: list[Sample], names: tuple[str, str]) -> Report:
+def comparison_report(baseline: list[Sample], candidate: list[Sample], names: tuple[str, str],
+                      thresholds: Thresholds | None = None) -> Report:
     def by_pattern(samples: list[Sample]) -> dict[tuple[str, str, str], list[Point]]:
         out: dict[tuple[str, str, str], list[Point]] = {}
         for w, points in curves(samples).items():
@@ -136,7 +138,8 @@ def comparison_report(baseline: list[Sample], candidate: list[Sample], names: tu
         report.sections.append(Section(title, charts=[chart], lines=[line], tables=[table]))
     if summary.rows:  # up front: one line per workload, each metric better / worse / same by depth
         report.sections.insert(0, Section("Summary: candidate against baseline", tables=[summary]))
-    report.verdicts += fsync_verdicts([x.source for x in baseline], "baseline") + fsync_verdicts([x.source for x in candidate], "candidate")
+    report.verdicts += (fsync_verdicts([x.source for x in baseline], thresholds, "baseline")
+                        + fsync_verdicts([x.source for x in candidate], thresholds, "candidate"))
     if not common:
         report.verdicts.append(Verdict("comparison", None, "no workload in common between baseline and candidate",
                                        {"significant": "false"}))

@@ -15,14 +15,15 @@ import logging
 import math
 import re
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from fioscope_mixin import columns
 from fioscope_mixin import names as n
 from fioscope_mixin.units import format_duration
 from matplotlib.ticker import PercentFormatter
 
-from ..etcd import fsync_verdict
+from ..thresholds import Thresholds, shipped
+from ..verdicts import etcd_fsync
 from . import ReportError, humanize
 from .charts import Line, Window, time_chart
 from .html import Report, Section, Table, Verdict
@@ -80,39 +81,63 @@ def _matchers(host: str | None, devices: list[str] | None, by_instance: bool = F
     return host_m, device_m
 
 
-def sla_seconds(device: str) -> float | None:
-    """The await SLA the rules were generated with (alerts/config.yaml, through fioscope_mixin.settings)."""
-    from fioscope_mixin.settings import SettingsError, load_settings
+@dataclass
+class FioFigures:
+    """What the window's fio results say, as the Prometheus serving them has it: per job the SLA its target declared, its
+    worst p99 completion latency, whether it measured fdatasync; every fdatasync p99 (labels, seconds)."""
 
-    try:
-        thresholds = load_settings()["thresholds"]
-        return float((thresholds.get("disk_latency_sla_per_device") or {}).get(device, thresholds["disk_latency_sla_seconds"]))
-    except (SettingsError, KeyError, TypeError, ValueError):
-        return None
+    sla: dict[str, float] = field(default_factory=dict)
+    worst: dict[str, float] = field(default_factory=dict)
+    sync_jobs: set[str] = field(default_factory=set)
+    fsync: list[tuple[dict[str, str], float]] = field(default_factory=list)
 
 
-def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | None, devices: list[str] | None,
-                     firings: Callable[[float], list[Firing]] | None = None, source: str = "",
-                     declared: dict[str, str] | None = None, min_step: float = 15.0, step: float | None = None,
-                     timelines: list[Timeline] | None = None, cpus: list[CpuTimeline] | None = None,
-                     runs: list[RunWindow] | None = None, resolution: str = "",
-                     failed_loads: list[tuple[float, float, str, str]] | None = None) -> Report:
-    """The report over [start, end]. ``firings(step)`` gives the alerts the rules fired (default: ALERTS).
+@dataclass
+class DiagnosisInput:
+    """Everything a diagnosis judges, built once, live (``live_input``) or offline (``reporting.iostat``): the pure
+    ``diagnose`` turns it into the report, which nothing changes afterwards."""
 
-    ``timelines``/``cpus``/``runs`` are what is drawn and cut into phases: given offline (iostat
-    samples, fio result files), read from the live Prometheus otherwise (raw counters per scrape,
-    the exporter's run windows). ``step``: one point per step (offline: the grid the rules were evaluated on), else
-    from the window's length. ``failed_loads``: (start, end, reason, device) of loads that failed; each run's own
-    ``failed`` counts too: such a device's verdict is "inconclusive — the load failed", never a pass."""
-    step = step or step_for(start, end, min_step)
+    start: float
+    end: float
+    step: float  # one point per step (offline: the grid the rules were evaluated on)
+    timelines: list[Timeline]  # what is drawn and cut into phases, at the data's own resolution
+    cpus: list[CpuTimeline]
+    runs: list[RunWindow]
+    fired: list[Firing]  # the alerts the rules fired
+    names: dict[str, str]  # device -> its human name (fioscope_disk_info)
+    declared: dict[str, str]  # device -> its declared limit, as text
+    fio: FioFigures
+    thresholds: Thresholds  # what the rules were generated with (the command's)
+    host: str | None = None
+    devices: list[str] | None = None
+    resolution: str = ""
+    title: str = "Disk diagnosis"
+    lead: list[str] = field(default_factory=list)  # summary lines before the window's (offline: the input; capture: its phases)
+    notes: list[str] = field(default_factory=list)  # summary lines after the rest (what the input left out)
+    # (start, end, reason, device) of loads that failed (capture's phases); each run's own ``failed`` counts too: such a
+    # device's verdict is "inconclusive — the load failed", never a pass
+    failed_loads: list[tuple[float, float, str, str]] = field(default_factory=list)
+
+
+def live_input(prom: Prometheus, start: float, end: float, host: str | None, devices: list[str] | None,
+               thresholds: Thresholds | None = None, min_step: float = 15.0) -> DiagnosisInput:
+    """The live stack's window: node_exporter's raw counters per scrape, the exporter's run windows, ALERTS."""
+    step = step_for(start, end, min_step)
     host_m, device_m = _matchers(host, devices)
-    if timelines is None:
-        timelines, cpus, by_instance = live_timelines(prom, start, end, host, devices)
-        if by_instance:
-            host_m, device_m = _matchers(host, devices, by_instance=True)
-        runs = live_runs(prom, start, end, step, host_m)
-        resolution = "one point per scrape, at least every 2 s (rates of node_exporter's counters between scrapes)"
-    runs = runs or []
+    timelines, cpus, by_instance = live_timelines(prom, start, end, host, devices)
+    if by_instance:
+        host_m, device_m = _matchers(host, devices, by_instance=True)
+    return DiagnosisInput(start, end, step, timelines, cpus, live_runs(prom, start, end, step, host_m),
+                          firings_from_alerts(prom, start, end, step, host_m), device_names(prom, end, host_m),
+                          declared_limits(prom, start, end, device_m), fio_figures(prom, start, end, host_m),
+                          thresholds or shipped(), host, devices,
+                          resolution="one point per scrape, at least every 2 s (rates of node_exporter's counters between scrapes)")
+
+
+def diagnose(inp: DiagnosisInput) -> Report:
+    """The report over [start, end]: what the disks did and the rules' verdicts (no query, no file: only ``inp``)."""
+    start, end, host, devices, fired, names, limits = inp.start, inp.end, inp.host, inp.devices, inp.fired, inp.names, inp.declared
+    timelines, runs = inp.timelines, inp.runs
     if devices:
         timelines = [t for t in timelines if t.device in devices]
     if not timelines:
@@ -120,14 +145,12 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         raise ReportError(f"no disk data in the window {fmt_time(start)} – {fmt_time(end)} UTC{where}"
                           f"{' for device ' + ','.join(devices) if devices else ''}"
                           " (is node_exporter scraped and are the fioscope rules loaded?)")
-    fired = firings(step) if firings else firings_from_alerts(prom, start, end, step, host_m)
-    names = device_names(prom, end, host_m)
-    limits = declared if declared is not None else declared_limits(prom, start, end, device_m)
-    report = Report("diagnosis", "Disk diagnosis" + (f" — {source}" if source else ""))
+    report = Report("diagnosis", inp.title)
     drawn = [limit(t) for t in timelines]
     interval = statistics.median([t.interval for t in timelines if t.interval] or [0.0])
+    report.summary += inp.lead
     report.summary.append(f"Window {fmt_time(start)} – {fmt_time(end)} UTC ({format_duration(round(end - start))}); "
-                          f"{resolution or 'every sample'} at its own interval ({interval:g} s); {len(timelines)} device(s)."
+                          f"{inp.resolution or 'every sample'} at its own interval ({interval:g} s); {len(timelines)} device(s)."
                           + (f" Long series are downsampled to at most {MAX_POINTS} points, keeping each bucket's minimum"
                              " and maximum (peaks survive)." if any(t.downsampled for t in drawn) else ""))
     if not names:
@@ -142,7 +165,7 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         mine = [f for f in fired if _key(f.labels) == key]
         throttle = [f for f in mine if f.alertname in THROTTLE_ALERTS]
         windows = sorted({(f.start, f.end) for f in throttle})
-        failed = load_failures(device, runs, failed_loads or [])
+        failed = load_failures(device, runs, inp.failed_loads)
         if not failed and is_idle_device(timeline, runs, bool(mine)):
             util = max((v for _, v in timeline.values("util")), default=0.0)
             iops = max((v for _, v in timeline.iops()), default=0.0)
@@ -158,7 +181,7 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         if failed:
             more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
             ok, text = False, f"{device}: inconclusive — the load failed: {failed[0]}{more}"
-            mark_failed(device_phases, [(a, b, why) for a, b, why, dev in failed_loads or [] if not dev or dev == device])
+            mark_failed(device_phases, [(a, b, why) for a, b, why, dev in inp.failed_loads if not dev or dev == device])
         report.verdicts.append(Verdict("headline", ok, text, {"device": device, "host": timeline.host}))
         extra: list[Verdict] = []
         if throttle:
@@ -171,7 +194,8 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         else:
             extra.append(Verdict("throttled", True, f"{label}: not throttled (no throttling signature in the window)"
                                  + (f"; declared limit: {limits[device]}" if limits.get(device) else ""), {"device": device}))
-        extra.append(await_verdict(label, device, timeline, [f for f in mine if f.alertname in SLA_ALERTS]))
+        above_sla = [f for f in mine if f.alertname in SLA_ALERTS]
+        extra.append(await_verdict(label, device, timeline, above_sla, inp.thresholds.sla_seconds(device)))
         report.verdicts += extra
         section = device_section(label, shown, [r for r in runs if r.loads(device)], device_phases, (start, end))
         report.sections.append(section)
@@ -184,8 +208,8 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
     if idle:
         report.verdicts.append(Verdict("idle-devices", None, f"Idle, not charted (no fio run, util below {IDLE_DEVICE_UTIL:g} %): "
                                        + ", ".join(idle), {"count": len(idle)}))
-    report.verdicts += fio_sla_verdicts(prom, start, end, host_m)
-    report.verdicts += fsync_verdicts(prom, fired, start, end, host_m)
+    report.verdicts += fio_sla_verdicts(inp.fio)
+    report.verdicts += fsync_verdicts(inp.fio, fired, inp.thresholds)
     iowait = [f for f in fired if f.alertname in IOWAIT_ALERTS]
     report.verdicts.append(Verdict("iowait", not iowait, f"iowait episodes: {len(iowait)}" + "".join(
         f"; {fmt_time(f.start)}–{fmt_time(f.end)[11:]} on {f.labels.get('host') or f.labels.get('instance', '')}" for f in iowait[:5])))
@@ -201,7 +225,7 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
         report.summary.append(f"{len(runs)} fio run(s) in the window, each shaded on the charts of the device it loaded: "
                               + "; ".join(f"{r.label} on {r.device or 'an unknown device'} {fmt_time(r.start)[11:]}–{fmt_time(r.end)[11:]}"
                                           for r in runs[:10]) + ("; ..." if len(runs) > 10 else ""))
-    for cpu in sorted(cpus or [], key=lambda c: c.host):  # avg-cpu once per host
+    for cpu in sorted(inp.cpus, key=lambda c: c.host):  # avg-cpu once per host
         lines = [Line(mode, [t for t, _ in points], [v for _, v in points]) for mode, points in cpu.series.items() if mode != "nice"]
         report.sections.append(Section(f"avg-cpu ({cpu.host})", charts=[time_chart(
             _slug(f"cpu-{cpu.host}"), f"avg-cpu ({cpu.host})", lines, "", [Window(r.label, r.start, r.end) for r in runs],
@@ -210,6 +234,7 @@ def diagnosis_report(prom: Prometheus, start: float, end: float, host: str | Non
                    "runs": [{"job": r.job, "start": r.start, "end": r.end, "device": r.device, "host": r.host, "label": r.label,
                              "profile": r.profile, "target": r.target, "iops": r.iops, "failed": r.failed or None} for r in runs],
                    "devices": devices_json}
+    report.summary += inp.notes
     return report
 
 
@@ -231,9 +256,10 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
 
 
-def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firing]) -> Verdict:
-    """The latency SLA rule's verdict, with the await the samples show; no samples is "no data", never a pass."""
-    sla = sla_seconds(device)
+def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firing], sla: float | None = None) -> Verdict:
+    """The latency SLA rule's verdict (``sla``: the device's in seconds, default the shipped settings'), with the await the
+    samples show; no samples is "no data", never a pass."""
+    sla = shipped().sla_seconds(device) if sla is None else sla
     reads, writes = timeline.values("r/s"), timeline.values("w/s")
     r_await, w_await = timeline.values("r_await"), timeline.values("w_await")
     samples = sorted((ra * r + wa * w) / (r + w) for (_, r), (_, w), (_, ra), (_, wa) in zip(reads, writes, r_await, w_await)
@@ -281,14 +307,7 @@ def device_section(label: str, timeline: Timeline, runs: list[RunWindow], device
 
 
 MIN_LIVE_INTERVAL = 2.0  # below it a rate spans two scrapes (see timeline.from_counters): iostat's customary 2 s
-COUNTERS = {  # DiskCounters field <- node_exporter counter
-    "reads": "node_disk_reads_completed_total", "writes": "node_disk_writes_completed_total",
-    "read_bytes": "node_disk_read_bytes_total", "write_bytes": "node_disk_written_bytes_total",
-    "read_seconds": "node_disk_read_time_seconds_total", "write_seconds": "node_disk_write_time_seconds_total",
-    "io_seconds": "node_disk_io_time_seconds_total", "weighted_seconds": "node_disk_io_time_weighted_seconds_total",
-}
-CPU_MODE_OF = {"user": "user", "nice": "nice", "system": "system", "irq": "system", "softirq": "system", "iowait": "iowait",
-               "steal": "steal", "idle": "idle"}
+COUNTERS = {f: columns.BY_COUNTER[f].series for f in DiskCounters.fields()}  # DiskCounters field <- node_exporter counter
 
 
 def live_timelines(prom: Prometheus, start: float, end: float, host: str | None,
@@ -309,8 +328,8 @@ def live_timelines(prom: Prometheus, start: float, end: float, host: str | None,
         samples = [(t, DiskCounters(**c)) for t, c in sorted(by_time.items()) if len(c) == len(COUNTERS)]
         timelines.append(from_counters(where, device, samples, MIN_LIVE_INTERVAL))
     cpu_raw: dict[str, dict[float, dict[str, float]]] = {}
-    for s in prom.samples(f"node_cpu_seconds_total{{{host_m.lstrip(',')}}}", start, end):
-        mode = CPU_MODE_OF.get(s.labels.get("mode", ""))
+    for s in prom.samples(f"{columns.CPU_SERIES}{{{host_m.lstrip(',')}}}", start, end):
+        mode = columns.CPU_MODE_OF.get(s.labels.get("mode", ""))
         if mode:
             by_time = cpu_raw.setdefault(_key(s.labels)[0], {})
             for t, v in zip(s.times, s.values):
@@ -383,9 +402,8 @@ def declared_limits(prom: Prometheus, start: float, end: float, device_m: str) -
     return {s.labels.get("device", ""): f"{s.values[0]:.0f} IOPS" for s in prom.instant(q, end) if s.values[0] > 0}
 
 
-def fio_sla_verdicts(prom: Prometheus, start: float, end: float, host_m: str) -> list[Verdict]:
-    """fio's own p99 completion latency against the SLA its target declared; only where one is declared, and never for
-    a job that measures fdatasync (etcd-wal): that one is judged by etcd's line."""
+def fio_figures(prom: Prometheus, start: float, end: float, host_m: str) -> FioFigures:
+    """The window's fio figures the verdicts judge (``FioFigures``)."""
     window = f"{int(end - start) + 1}s"
     sync_jobs = {s.labels.get("jobname", "") for s in prom.instant(
         f'max by (jobname) (max_over_time(fio_run_latency_seconds{{ddir="sync"{host_m}}}[{window}]))', end)}
@@ -393,23 +411,29 @@ def fio_sla_verdicts(prom: Prometheus, start: float, end: float, host_m: str) ->
         f'max by (jobname) (max_over_time(fio_sla_latency_seconds{{{host_m.lstrip(",")}}}[{window}]))', end) if s.values[0] > 0}
     worst = {s.labels.get("jobname", ""): s.values[0] for s in prom.instant(
         f'max by (jobname) (max_over_time(fio_run_latency_seconds{{stage="clat",quantile="0.99",ddir!="sync"{host_m}}}[{window}]))', end)}
+    q = (f'max by (jobname, target, device) (max_over_time(fio_run_latency_seconds{{ddir="sync",stage="lat",quantile="0.99"{host_m}}}'
+         f'[{window}]))')
+    fsync = [(s.labels, s.values[0]) for s in sorted(prom.instant(q, end), key=lambda s: sorted(s.labels.items()))]
+    return FioFigures(sla, worst, sync_jobs, fsync)
+
+
+def fio_sla_verdicts(fio: FioFigures) -> list[Verdict]:
+    """fio's own p99 completion latency against the SLA its target declared; only where one is declared, and never for
+    a job that measures fdatasync (etcd-wal): that one is judged by etcd's line."""
+    worst = fio.worst
     return [Verdict("fio-sla", worst[job] <= line, f"fio {job}: p99 {humanize.latency(worst[job])} against the SLA its target declares "
                     f"({humanize.latency(line)}): " + ("met" if worst[job] <= line else "NOT met"), {"jobname": job})
-            for job, line in sorted(sla.items()) if job in worst and job not in sync_jobs]
+            for job, line in sorted(fio.sla.items()) if job in worst and job not in fio.sync_jobs]
 
 
-def fsync_verdicts(prom: Prometheus, fired: list[Firing], start: float, end: float, host_m: str) -> list[Verdict]:
+def fsync_verdicts(fio: FioFigures, fired: list[Firing], thresholds: Thresholds) -> list[Verdict]:
     """Every fdatasync measurement in the window (etcd-wal) with etcd's tiered verdict; the fsync alerts that fired."""
     slow = [f for f in fired if f.alertname in FSYNC_ALERTS]
-    q = (f'max by (jobname, target, device) (max_over_time(fio_run_latency_seconds{{ddir="sync",stage="lat",quantile="0.99"{host_m}}}'
-         f'[{int(end - start) + 1}s]))')
     out = []
-    for s in sorted(prom.instant(q, end), key=lambda s: sorted(s.labels.items())):
-        verdict = fsync_verdict(s.values[0])
-        where = " on ".join(x for x in (s.labels.get("target", ""), s.labels.get("device", "")) if x)
-        out.append(Verdict("etcd-fsync", verdict.ok, f"etcd fsync: {s.labels.get('jobname', '')}{' (' + where + ')' if where else ''}: "
-                           f"{verdict.text}", {"jobname": s.labels.get("jobname", ""), "level": verdict.level,
-                                               "p99-seconds": f"{s.values[0]:.6f}"}))
+    for labels, p99 in fio.fsync:
+        where = " on ".join(x for x in (labels.get("target", ""), labels.get("device", "")) if x)
+        jobname = labels.get("jobname", "")
+        out.append(etcd_fsync(p99, thresholds, f"etcd fsync: {jobname}{' (' + where + ')' if where else ''}", {"jobname": jobname}))
     if slow:
         out.append(Verdict("etcd-fsync", False, f"etcd fsync: FAIL ({slow[0].alertname} from {fmt_time(slow[0].start)} UTC)",
                            {"level": "fail"}))

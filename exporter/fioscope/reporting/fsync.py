@@ -1,7 +1,7 @@
 """fdatasync p99 of every etcd-wal-like job (one that measured fsync/fdatasync) among report inputs, with etcd's verdict.
 
 Read through the exporter's parser (``fioscope.parser``), as the exporter reads result files; the
-verdict is ``fioscope.etcd.fsync_verdict``, the one rule ``fioscope run`` and the diagnosis use.
+verdict is ``fioscope.verdicts.etcd_fsync``, the one rule ``fioscope run`` and the diagnosis use.
 """
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..etcd import fsync_verdict
 from ..parser import ParseError, parse_file
-from .html import Verdict
+from ..thresholds import Thresholds
+from ..verdicts import Verdict, etcd_fsync
 
 log = logging.getLogger("fioscope.report")
 
 
-def fsync_verdicts(sources: list[str], side: str = "") -> list[Verdict]:
+def fsync_verdicts(sources: list[str], thresholds: Thresholds | None, side: str = "") -> list[Verdict]:
     """One verdict per job with an fdatasync measurement in the given result files."""
     out = []
     for source in sorted(set(sources)):
@@ -31,10 +31,7 @@ def fsync_verdicts(sources: list[str], side: str = "") -> list[Verdict]:
                 lat = sync.latencies.get("lat") if sync else None
                 if lat is None:
                     continue
-                p99 = lat.percentiles.get("0.99")
-                verdict = fsync_verdict(p99)
                 where = run.annotation.target if run.annotation.present and run.annotation.target else Path(source).name
-                text = f"{side + ': ' if side else ''}etcd fsync: {job.jobname} ({where}): {verdict.text}"
-                out.append(Verdict("etcd-fsync", verdict.ok, text, {"jobname": job.jobname, "level": verdict.level,
-                                                                    "p99-seconds": f"{p99:.6f}" if p99 is not None else ""}))
+                label = f"{side + ': ' if side else ''}etcd fsync: {job.jobname} ({where})"
+                out.append(etcd_fsync(lat.percentiles.get("0.99"), thresholds, label, {"jobname": job.jobname}))
     return out

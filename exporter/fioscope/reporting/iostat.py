@@ -5,9 +5,8 @@ written in Python. So the iostat samples become what the rules read and Promethe
 them:
 
 1. Each iostat interval is turned back into the node_exporter counters it was computed from
-   (``r/s`` x interval -> ``node_disk_reads_completed_total``, ``r_await`` x ``r/s`` ->
-   ``node_disk_read_time_seconds_total``, ``aqu-sz`` -> ``..._io_time_weighted_seconds_total``,
-   ``%util`` -> ``..._io_time_seconds_total``, avg-cpu -> ``node_cpu_seconds_total``), with
+   (``r/s`` x interval -> reads completed, ``r_await`` x ``r/s`` -> time reading, ``aqu-sz`` -> weighted
+   time in flight, ``%util`` -> time busy, avg-cpu -> CPU seconds per mode: fioscope_mixin.columns), with
    ``job="node"``, ``instance="iostat:<nodename>"`` and ``host=<nodename>``; a rate is
    constant within an interval, so an interval longer than ``MAX_SAMPLE_GAP`` gets
    interpolated counter samples at each evaluation instant in it and half a rate window
@@ -32,7 +31,7 @@ them:
 4. Every alert of alerts/alerts.rules.yaml is evaluated as a range query of its own ``expr``
    at the evaluation interval; an alert *fired* where its condition held for its ``for:``
    duration — the pending/firing state machine of Prometheus' rule manager.
-5. ``diagnosis.diagnosis_report`` then reads that Prometheus exactly as it reads a live one.
+5. ``diagnosis.diagnose`` then judges what that Prometheus gives exactly as it judges a live one's.
 
 Timestamps: ``S_TIME_FORMAT=ISO`` iostat output carries its UTC offset; the locale format
 (``11/22/26 20:26:41``) does not and is read as UTC (the report says so).
@@ -57,12 +56,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fioscope_mixin import columns
+from fioscope_mixin.columns import CPU_MODES
 from fioscope_mixin.prometheus import rule_groups
-from fioscope_mixin.settings import SettingsError, load_settings
+from fioscope_mixin.settings import SettingsError
 from fioscope_mixin.units import UnitError, parse_duration
 
+from ..thresholds import Thresholds, shipped
 from . import ReportError
-from .diagnosis import Firing, diagnosis_report, spans
+from .diagnosis import DiagnosisInput, Firing, device_names, diagnose, fio_figures, spans
+from .html import Report
 from .phases import RunWindow
 from .prometheus import Prometheus
 from .results import read_runs
@@ -75,28 +78,10 @@ RATE_WINDOW = 60.0  # the rules' rate(...[1m])
 MIN_GRID_STEP = 15.0  # the stack's evaluation interval (alerts/config.yaml); coarser for long captures
 _LOCALE_FORMATS = ("%m/%d/%y %H:%M:%S", "%m/%d/%Y %H:%M:%S", "%m/%d/%y %I:%M:%S %p", "%m/%d/%Y %I:%M:%S %p")
 
-# node_exporter counter <- (iostat column, factor): the counter grows by column x factor x seconds
-DISK_COUNTERS: dict[str, list[tuple[str, float]]] = {
-    "node_disk_reads_completed_total": [("r/s", 1)],
-    "node_disk_writes_completed_total": [("w/s", 1)],
-    "node_disk_discards_completed_total": [("d/s", 1)],
-    "node_disk_flush_requests_total": [("f/s", 1)],
-    "node_disk_read_bytes_total": [("rkB/s", 1024)],
-    "node_disk_written_bytes_total": [("wkB/s", 1024)],
-    "node_disk_discarded_sectors_total": [("dkB/s", 2)],
-    "node_disk_reads_merged_total": [("rrqm/s", 1)],
-    "node_disk_writes_merged_total": [("wrqm/s", 1)],
-    "node_disk_io_time_seconds_total": [("util", 0.01)],
-    "node_disk_io_time_weighted_seconds_total": [("aqu-sz", 1)],
-}
-# await (ms) x completions/s: time spent by requests per second
-DISK_TIME_COUNTERS = {
-    "node_disk_read_time_seconds_total": ("r_await", "r/s"),
-    "node_disk_write_time_seconds_total": ("w_await", "w/s"),
-    "node_disk_discard_time_seconds_total": ("d_await", "d/s"),
-    "node_disk_flush_requests_time_seconds_total": ("f_await", "f/s"),
-}
-CPU_MODES = ("user", "nice", "system", "iowait", "steal", "idle")
+# node_exporter counter <- (iostat column, scale): the counter grows by column / scale per second (fioscope_mixin.columns)
+DISK_COUNTERS = {c.series: (c.column, c.scale) for c in columns.DISK if not c.per}
+# await (ms) x completions/s: time spent by requests per second; counter <- (await column, its completions' column)
+DISK_TIME_COUNTERS = {c.series: (c.column, columns.BY_COUNTER[c.per].column) for c in columns.DISK if c.per}
 # sysstat < 12 names (no discard/flush columns there: they stay 0)
 COLUMN_ALIASES = {"avgqu-sz": "aqu-sz", "%util": "util"}
 
@@ -109,7 +94,7 @@ GAP_FACTOR, GAP_MIN = 10.0, 300.0  # an interval this much longer than the one b
 MAX_UTIL = 110.0  # %util: sysstat caps it at 100; older kernels overshoot a little
 MAX_RATE = 1e12  # no disk completes, merges or moves this much per second (kB, IO, ms)
 REQUIRED = ("r/s", "w/s", "r_await", "w_await", "aqu-sz", "util")
-USED = sorted({c for parts in DISK_COUNTERS.values() for c, _ in parts} | {c for pair in DISK_TIME_COUNTERS.values() for c in pair})
+USED = sorted({c for c, _ in DISK_COUNTERS.values()} | {c for pair in DISK_TIME_COUNTERS.values() for c in pair})
 
 
 @dataclass
@@ -416,18 +401,18 @@ def counter_points(capture: IostatCapture, grid: Grid) -> Iterator[tuple[str, st
         return points
 
     devices = sorted({d for s in samples for d in s.disks})
-    for name, parts in DISK_COUNTERS.items():
+    for name, (col, scale) in DISK_COUNTERS.items():
         for device in devices:
             yield name, _labels(**base, device=device), series(
-                (i, sum(s.disks[device].get(col, 0.0) * factor for col, factor in parts))
-                for i, s in enumerate(samples) if device in s.disks)
+                (i, s.disks[device].get(col, 0.0) / scale) for i, s in enumerate(samples) if device in s.disks)
     for name, (await_col, rate_col) in DISK_TIME_COUNTERS.items():
+        scale = columns.BY_COLUMN[await_col].scale
         for device in devices:
             yield name, _labels(**base, device=device), series(
-                (i, s.disks[device].get(await_col, 0.0) / 1000 * s.disks[device].get(rate_col, 0.0))
+                (i, s.disks[device].get(await_col, 0.0) / scale * s.disks[device].get(rate_col, 0.0))
                 for i, s in enumerate(samples) if device in s.disks)
     for mode in CPU_MODES:
-        yield "node_cpu_seconds_total", _labels(**base, cpu="all", mode=mode), series(
+        yield columns.CPU_SERIES, _labels(**base, cpu="all", mode=mode), series(
             (i, s.cpu[mode] / 100) for i, s in enumerate(samples) if s.cpu)
 
 
@@ -647,10 +632,10 @@ def evaluate_recording(prom: Prometheus, rule: dict, start: float, end: float,
     return {rule["record"]: out}
 
 
-def _load_rules(name: str) -> list[dict]:
-    """The groups of alerts/<name> as the mixin generates them from alerts/config.yaml; every alert's ``for:`` checked up front."""
+def _load_rules(name: str, thresholds: Thresholds) -> list[dict]:
+    """The groups of alerts/<name> as the mixin generates them from the command's settings; every alert's ``for:`` checked up front."""
     try:
-        groups = rule_groups(load_settings())[f"alerts/{name}"]
+        groups = rule_groups(thresholds.settings)[f"alerts/{name}"]
     except SettingsError as exc:
         raise ReportError(f"cannot generate the rules: {exc}") from None
     for rule in (r for g in groups for r in g.get("rules", []) if "alert" in r):
@@ -724,16 +709,19 @@ MAX_SPANS = 100  # separate stretches of data (a gap starts a new one)
 
 
 @contextlib.contextmanager
-def backfilled(captures: list[IostatCapture], runs: list[FioRun], work: Path, extra: Family | None = None) -> Iterator[TemporaryPrometheus]:
+def backfilled(captures: list[IostatCapture], runs: list[FioRun], work: Path, extra: Family | None = None,
+               thresholds: Thresholds | None = None) -> Iterator[TemporaryPrometheus]:
     """A temporary Prometheus serving the captures as node_exporter counters, the fio runs, ``extra``
-    series, and the recording rules' output on the evaluation grid (``server.grid``)."""
+    series, and the recording rules' output on the evaluation grid (``server.grid``); ``thresholds``: the command's settings
+    (default the shipped ones)."""
+    thresholds = thresholds or shipped()
     check_bounds(captures)
     end = max(c.samples[-1].timestamp for c in captures)
     hosts = sorted({c.host for c in captures})
     devices = len({(c.host, d) for c in captures for s in c.samples for d in s.disks}) + len(hosts)
     spans = coverage(captures)
-    grid = evaluation_grid(spans, devices, parse_duration(load_settings()["stack"]["evaluation_interval"], positive=True))
-    recording = _load_rules("recording.rules.yaml")
+    grid = evaluation_grid(spans, devices, thresholds.evaluation_interval)
+    recording = _load_rules("recording.rules.yaml", thresholds)
     work.mkdir(parents=True, exist_ok=True)
     data, om = work / "data", work / "series.om"
     fine = min(5.0, grid.step / 3)  # fio runs: when one starts and ends, finer than the grid
@@ -769,10 +757,13 @@ def _range(a: float, b: float, step: float) -> Iterator[float]:
         t += step
 
 
-def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] | None,
-                      failed_loads: list[tuple[float, float, str, str]] | None = None):
-    """``failed_loads``: (start, end, reason, device) of loads that failed (capture's phases); a run within one
-    counts as failed, and the device's verdict is inconclusive."""
+def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] | None, thresholds: Thresholds | None = None,
+                      title: str = "", lead: list[str] | None = None,
+                      failed_loads: list[tuple[float, float, str, str]] | None = None) -> Report:
+    """The diagnosis of iostat files (+ fio results): ``title`` and ``lead`` (summary lines first) where a caller has its
+    own (``fioscope capture``), so the report is whole when it is made. ``failed_loads``: (start, end, reason, device)
+    of loads that failed (capture's phases); a run within one counts as failed, and the device's verdict is inconclusive."""
+    thresholds = thresholds or shipped()
     captures = [c for p in paths for c in load_iostat(p, devices)]
     check_bounds(captures)
     start = min(c.samples[0].timestamp for c in captures)
@@ -781,23 +772,23 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
     for run in runs:
         run.failed = run.failed or next((why for a, b, why, _ in failed_loads or [] if a - 1 <= run.start and run.end <= b + 1), "")
     hosts = sorted({c.host for c in captures})
-    alerting = _load_rules("alerts.rules.yaml")
-    with tempfile.TemporaryDirectory(prefix="fioscope-report-") as tmp, backfilled(captures, runs, Path(tmp)) as server:
+    alerting = _load_rules("alerts.rules.yaml", thresholds)
+    with tempfile.TemporaryDirectory(prefix="fioscope-report-") as tmp, \
+            backfilled(captures, runs, Path(tmp), thresholds=thresholds) as server:
         prom = Prometheus(server.url, flag="temporary Prometheus")
         declared = {r.device: ", ".join(f"{k} {v}" for k, v in r.limits.items() if v) for r in runs if r.device and r.limits}
         source = ", ".join(paths) + (f" + fio results {results}" if results else "")
         timelines = [t for c in captures for t in from_iostat_samples(c.host, [(s.timestamp, s.disks) for s in c.samples])]
         cpus = [CpuTimeline(c.host, {m: [(s.timestamp, s.cpu.get(m, 0.0)) for s in c.samples] for m in CPU_MODES}) for c in captures]
-        report = diagnosis_report(prom, start, end, None, devices,
-                                  firings=lambda step: evaluate_alerts(prom, alerting, start, end, step),
-                                  source=f"offline from {source}", declared=declared, min_step=server.grid.step,
-                                  step=server.grid.step, timelines=timelines, cpus=cpus,
-                                  runs=[r.window(hosts[0]) for r in runs], resolution="every iostat sample",
-                                  failed_loads=failed_loads)
-    report.summary.insert(0, f"Offline: {sum(len(c.samples) for c in captures)} iostat samples from host(s) {', '.join(hosts)}; "
-                             "verdicts by fioscope's alert rules evaluated over them in a temporary Prometheus.")
-    report.summary += input_notes(captures)
-    return report
+        step = server.grid.step
+        offline = (f"Offline: {sum(len(c.samples) for c in captures)} iostat samples from host(s) {', '.join(hosts)}; "
+                   "verdicts by fioscope's alert rules evaluated over them in a temporary Prometheus.")
+        inp = DiagnosisInput(start, end, step, timelines, cpus, [r.window(hosts[0]) for r in runs],
+                             evaluate_alerts(prom, alerting, start, end, step), device_names(prom, end, ""), declared,
+                             fio_figures(prom, start, end, ""), thresholds, None, devices, resolution="every iostat sample",
+                             title=title or f"Disk diagnosis — offline from {source}", lead=[*(lead or []), offline],
+                             notes=input_notes(captures), failed_loads=list(failed_loads or []))
+    return diagnose(inp)
 
 
 def input_notes(captures: list[IostatCapture]) -> list[str]:

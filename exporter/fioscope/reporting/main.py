@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..thresholds import Thresholds
 from . import ReportError, duration_flag
 from .results import Sample, load_results, select
 
@@ -18,7 +19,8 @@ def _side(value: str, flag: str, results: str | None) -> tuple[list[Sample], str
     raise ReportError(f"{flag} {value}: not a directory")
 
 
-def run_report(args) -> Path:
+def run_report(args, thresholds: Thresholds) -> Path:
+    """``thresholds``: the command's settings (alerts/config.yaml with its --set), loaded once by the CLI."""
     if args.baseline or args.candidate:
         from .comparison import comparison_report
 
@@ -26,22 +28,22 @@ def run_report(args) -> Path:
             raise ReportError("--baseline and --candidate go together")
         base, base_name = _side(args.baseline, "--baseline", args.results)
         cand, cand_name = _side(args.candidate, "--candidate", args.results)
-        report = comparison_report(base, cand, (base_name, cand_name))
+        report = comparison_report(base, cand, (base_name, cand_name), thresholds)
     elif args.iostat:
         from .iostat import offline_diagnosis
 
-        report = offline_diagnosis(args.iostat, args.results, args.device)
+        report = offline_diagnosis(args.iostat, args.results, args.device, thresholds)
     elif args.prometheus_url:
-        from .diagnosis import diagnosis_report
+        from .diagnosis import diagnose, live_input
         from .prometheus import Prometheus, window
 
         start, end = window(args.start, args.end, args.last)
-        report = diagnosis_report(Prometheus(args.prometheus_url), start, end, args.host, args.device)
+        report = diagnose(live_input(Prometheus(args.prometheus_url), start, end, args.host, args.device, thresholds))
     elif args.results:
         from .performance import performance_report
 
         target = duration_flag(args.latency_target, "--latency-target") if args.latency_target else None
-        report = performance_report(load_results(args.results), args.results, target)
+        report = performance_report(load_results(args.results), args.results, target, thresholds)
     else:
         raise ReportError("say what to report on: --prometheus.url, --iostat FILE..., --results DIR, or --baseline/--candidate")
     from .html import write_report  # matplotlib: imported once the input is known to be good

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from ..thresholds import Thresholds
 from . import humanize
 from .charts import response_chart, uses_bandwidth
 from .fsync import fsync_verdicts
@@ -87,7 +88,7 @@ def workload_section(workload: Workload, points: list[Point], latency_target: fl
     return Section(workload.title, charts=[chart], verdicts=verdicts, tables=[point_table(points)])
 
 
-def performance_report(samples: list[Sample], source: str, latency_target: float | None) -> Report:
+def performance_report(samples: list[Sample], source: str, latency_target: float | None, thresholds: Thresholds | None = None) -> Report:
     by_workload = curves(samples)
     report = Report("performance", f"fio performance — {source}")
     files = len({s.source for s in samples})
@@ -96,6 +97,6 @@ def performance_report(samples: list[Sample], source: str, latency_target: float
                           "else fio's own (iops_stddev / bw_dev over its samples, clat_ns stddev).")
     report.summary += skipped_lines(samples)
     report.sections = [workload_section(w, points, latency_target) for w, points in by_workload.items()]
-    report.verdicts += fsync_verdicts([s.source for s in samples])  # an etcd-wal result is judged on fdatasync, not clat
+    report.verdicts += fsync_verdicts([s.source for s in samples], thresholds)  # an etcd-wal result is judged on fdatasync, not clat
     return report
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
-# iostat column -> unit, as iostat prints them (report.json uses exactly these names and units)
+from fioscope_mixin.columns import BY_COLUMN, CPU_MODES
+
+# the iostat columns the reports draw, as iostat prints them (report.json uses exactly these names and units);
+# their counters, kernel fields and node_exporter series: fioscope_mixin.columns
 COLUMNS = ("r/s", "w/s", "rkB/s", "wkB/s", "r_await", "w_await", "aqu-sz", "util")
-CPU_MODES = ("user", "nice", "system", "iowait", "steal", "idle")
 MAX_POINTS = 1500  # per series; beyond it min/max buckets
 
 Points = list[tuple[float, float]]
@@ -50,7 +52,7 @@ class CpuTimeline:
 
 @dataclass
 class DiskCounters:
-    """The /proc/diskstats fields iostat reads (cumulative), in base units."""
+    """The kernel counters behind COLUMNS (cumulative), in base units; the names are fioscope_mixin.columns's."""
 
     reads: float
     writes: float
@@ -61,6 +63,10 @@ class DiskCounters:
     io_seconds: float  # time the device had I/O in flight (%util)
     weighted_seconds: float  # time-weighted requests in flight (aqu-sz)
 
+    @classmethod
+    def fields(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
 
 def _median_gap(times: Sequence[float]) -> float:
     gaps = sorted(b - a for a, b in itertools.pairwise(times) if b > a)
@@ -69,19 +75,18 @@ def _median_gap(times: Sequence[float]) -> float:
 
 def iostat_columns(before: DiskCounters, after: DiskCounters, seconds: float) -> dict[str, float] | None:
     """iostat -x's columns for one interval; None where a counter went backwards (a reset)."""
-    d = {k: getattr(after, k) - getattr(before, k) for k in DiskCounters.__dataclass_fields__}
+    d = {k: getattr(after, k) - getattr(before, k) for k in DiskCounters.fields()}
     if seconds <= 0 or any(v < 0 for v in d.values()):
         return None
-    return {
-        "r/s": d["reads"] / seconds,
-        "w/s": d["writes"] / seconds,
-        "rkB/s": d["read_bytes"] / 1024 / seconds,
-        "wkB/s": d["write_bytes"] / 1024 / seconds,
-        "r_await": d["read_seconds"] * 1000 / d["reads"] if d["reads"] else 0.0,
-        "w_await": d["write_seconds"] * 1000 / d["writes"] if d["writes"] else 0.0,
-        "aqu-sz": d["weighted_seconds"] / seconds,
-        "util": min(100.0, d["io_seconds"] * 100 / seconds),
-    }
+    out = {}
+    for column in COLUMNS:
+        c = BY_COLUMN[column]
+        if c.per:  # an await: 0.00 without a completion, as iostat prints it
+            out[column] = d[c.counter] * c.scale / d[c.per] if d[c.per] else 0.0
+        else:
+            out[column] = d[c.counter] * c.scale / seconds
+    out["util"] = min(100.0, out["util"])  # the kernel's busy time may overrun a short interval by a tick
+    return out
 
 
 def from_counters(host: str, device: str, samples: Sequence[tuple[float, DiskCounters]], min_interval: float = 0.0) -> Timeline:

@@ -1,0 +1,99 @@
+"""The one table of iostat's disk columns and CPU modes: for each column, the kernel counter behind it, its
+``/proc/diskstats`` field, node_exporter's series of it, and the factor between them.
+
+Everything that turns one into another reads this table: ``fioscope capture``'s /proc sampler, the iostat
+loader and the offline backfill (``fioscope.reporting.iostat``), the timelines (``fioscope.reporting.timeline``),
+the live diagnosis and the recording rules (``fioscope_mixin.recording``). It lives in the mixin because both
+packages read it and the exporter depends on the mixin, never the other way round (pure data, no imports).
+
+Formulas, as iostat computes them per interval of ``s`` seconds (Δ: a counter's growth, in base units):
+a rate column is ``Δ * scale / s``; an await column (``per`` names the completions) is ``Δ * scale / Δper``.
+The other way (a column back to a counter, the offline backfill): a rate grows its counter by
+``column / scale`` per second; an await by ``column / scale * per-column`` per second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Counter:
+    counter: str  # the kernel counter, in base units (requests, bytes, sectors, seconds)
+    field: int  # its field in /proc/diskstats, numbered as the kernel's iostats.rst does (1 = reads completed)
+    kernel_unit: str  # what diskstats counts it in: "count" (kept), "sectors" (512 bytes: into bytes), "ms" (into seconds)
+    series: str  # node_exporter's counter of it (base units as node_exporter publishes them)
+    column: str  # the iostat -x column it gives
+    scale: float = 1.0  # column units per counter unit (rkB/s: 1/1024 kB per byte; util: 100 % per second busy)
+    per: str = ""  # an await column: the counter of completions it divides by
+
+
+DISK: tuple[Counter, ...] = (
+    Counter("reads", 1, "count", "node_disk_reads_completed_total", "r/s"),
+    Counter("read_merges", 2, "count", "node_disk_reads_merged_total", "rrqm/s"),
+    Counter("read_bytes", 3, "sectors", "node_disk_read_bytes_total", "rkB/s", 1 / 1024),
+    Counter("read_seconds", 4, "ms", "node_disk_read_time_seconds_total", "r_await", 1000, per="reads"),
+    Counter("writes", 5, "count", "node_disk_writes_completed_total", "w/s"),
+    Counter("write_merges", 6, "count", "node_disk_writes_merged_total", "wrqm/s"),
+    Counter("write_bytes", 7, "sectors", "node_disk_written_bytes_total", "wkB/s", 1 / 1024),
+    Counter("write_seconds", 8, "ms", "node_disk_write_time_seconds_total", "w_await", 1000, per="writes"),
+    # field 9 is the requests in flight now: a gauge, not a counter (iostat reads it not)
+    Counter("io_seconds", 10, "ms", "node_disk_io_time_seconds_total", "util", 100),
+    Counter("weighted_seconds", 11, "ms", "node_disk_io_time_weighted_seconds_total", "aqu-sz"),
+    Counter("discards", 12, "count", "node_disk_discards_completed_total", "d/s"),
+    # node_exporter publishes discarded sectors, not bytes: dkB/s is half of it
+    Counter("discard_sectors", 14, "count", "node_disk_discarded_sectors_total", "dkB/s", 1 / 2),
+    Counter("discard_seconds", 15, "ms", "node_disk_discard_time_seconds_total", "d_await", 1000, per="discards"),
+    Counter("flushes", 16, "count", "node_disk_flush_requests_total", "f/s"),
+    Counter("flush_seconds", 17, "ms", "node_disk_flush_requests_time_seconds_total", "f_await", 1000, per="flushes"),
+)
+BY_COLUMN = {c.column: c for c in DISK}
+BY_COUNTER = {c.counter: c for c in DISK}
+SERIES = {c.column: c.series for c in DISK}  # iostat column -> node_exporter counter (the recording rules' inputs)
+SECTOR_BYTES = 512  # diskstats counts 512-byte sectors whatever the device's block size
+# diskstats field 9, the requests in flight now: a gauge iostat does not read, the stall rules do
+IN_FLIGHT_SERIES = "node_disk_io_now"
+
+# avg-cpu: node_exporter's (and /proc/stat's) CPU modes -> iostat's group. iostat's %system counts hard and soft
+# interrupts too; guest time is already inside user (the kernel counts it twice), so it is left out.
+CPU_SERIES = "node_cpu_seconds_total"
+CPU_MODES = ("user", "nice", "system", "iowait", "steal", "idle")  # iostat's avg-cpu groups, in its order
+CPU_MODE_OF = {"user": "user", "nice": "nice", "system": "system", "irq": "system", "softirq": "system", "iowait": "iowait",
+               "steal": "steal", "idle": "idle"}
+PROC_STAT_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")  # /proc/stat's cpu line, in order
+
+
+def from_kernel(value: float, unit: str) -> float:
+    """A diskstats figure in base units: sectors -> bytes, ms -> seconds."""
+    return value * SECTOR_BYTES if unit == "sectors" else value / 1000 if unit == "ms" else value
+
+
+def parse_diskstats(text: str, devices: set[str], counters: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """/proc/diskstats -> {device: {counter: value in base units}} for ``counters`` (lines too short for them: left out)."""
+    rows = [BY_COUNTER[c] for c in counters]
+    need = 3 + max(r.field for r in rows)  # major, minor, name, then the fields
+    out = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) < need or f[2] not in devices:
+            continue
+        out[f[2]] = {r.counter: from_kernel(float(f[2 + r.field]), r.kernel_unit) for r in rows}
+    return out
+
+
+def parse_proc_stat_cpu(text: str) -> dict[str, float]:
+    """/proc/stat's aggregate cpu line as iostat's avg-cpu groups (in ticks: only ratios count); {} without one."""
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] == "cpu":
+            out = dict.fromkeys(CPU_MODES, 0.0)
+            for mode, value in zip(PROC_STAT_MODES, f[1:]):
+                out[CPU_MODE_OF[mode]] += float(value)
+            return out
+    return {}
+
+
+def cpu_mode_matcher(group: str) -> str:
+    """The PromQL matcher of the node_exporter modes iostat counts as ``group``: mode="user", mode=~"system|irq|softirq"."""
+    modes = [m for m, g in CPU_MODE_OF.items() if g == group]
+    return f'mode="{modes[0]}"' if len(modes) == 1 else f'mode=~"{"|".join(modes)}"'
