@@ -127,8 +127,10 @@ UNSATURATED = "\nand " + ON + " max_over_time(fioscope:disk_util_ratio:irate[%(b
 
 def _direction_unsaturated(time_rate: str, iops: str) -> str:
     """A direction's mean await over the interval, weighted by its requests; absent in a minute without any (its
-    await column reads 0 then, which must not become a normal)."""
-    return f"avg_over_time({time_rate}[%(baselineInterval)s]) / (avg_over_time({iops}[%(baselineInterval)s]) > 0)" + UNSATURATED
+    await column reads 0 then, which must not become a normal), and in a minute whose busy time did not move (a few
+    sub-millisecond requests under the counter's millisecond: a normal of 0 s makes every await look slow)."""
+    return (f"(avg_over_time({time_rate}[%(baselineInterval)s]) > 0) / (avg_over_time({iops}[%(baselineInterval)s]) > 0)"
+            + UNSATURATED)
 
 
 def _median(unsaturated: str) -> str:
@@ -136,7 +138,7 @@ def _median(unsaturated: str) -> str:
 
 
 BASELINE = [
-    Record(n.DISK_AWAIT_UNSATURATED_SECONDS, "avg_over_time(fioscope:disk_await_seconds[%(baselineInterval)s])" + UNSATURATED),
+    Record(n.DISK_AWAIT_UNSATURATED_SECONDS, "avg_over_time(fioscope:disk_await_seconds[%(baselineInterval)s]) > 0" + UNSATURATED),
     Record(n.DISK_AWAIT_BASELINE_SECONDS, _median(n.DISK_AWAIT_UNSATURATED_SECONDS)),
     Record(n.DISK_READ_AWAIT_UNSATURATED_SECONDS, _direction_unsaturated(R_TIME, R)),
     Record(n.DISK_READ_AWAIT_BASELINE_SECONDS, _median(n.DISK_READ_AWAIT_UNSATURATED_SECONDS)),
