@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from fioscope_mixin import columns
 from fioscope_mixin import names as n
+from fioscope_mixin.settings import duration
 from fioscope_mixin.units import format_duration
 from matplotlib.ticker import PercentFormatter
 
@@ -195,7 +196,8 @@ def diagnose(inp: DiagnosisInput) -> Report:
             extra.append(Verdict("throttled", True, f"{label}: not throttled (no throttling signature in the window)"
                                  + (f"; declared limit: {limits[device]}" if limits.get(device) else ""), {"device": device}))
         above_sla = [f for f in mine if f.alertname in SLA_ALERTS]
-        extra.append(await_verdict(label, device, timeline, above_sla, inp.thresholds.sla_seconds(device)))
+        extra.append(await_verdict(label, device, timeline, above_sla, inp.thresholds.sla_seconds(device),
+                                   duration(inp.thresholds.settings, "durations", "latency_sla"), Measured.of(start, end, device_phases)))
         report.verdicts += extra
         section = device_section(label, shown, [r for r in runs if r.loads(device)], device_phases, (start, end))
         report.sections.append(section)
@@ -210,9 +212,7 @@ def diagnose(inp: DiagnosisInput) -> Report:
                                        + ", ".join(idle), {"count": len(idle)}))
     report.verdicts += fio_sla_verdicts(inp.fio)
     report.verdicts += fsync_verdicts(inp.fio, fired, inp.thresholds)
-    iowait = [f for f in fired if f.alertname in IOWAIT_ALERTS]
-    report.verdicts.append(Verdict("iowait", not iowait, f"iowait episodes: {len(iowait)}" + "".join(
-        f"; {fmt_time(f.start)}–{fmt_time(f.end)[11:]} on {f.labels.get('host') or f.labels.get('instance', '')}" for f in iowait[:5])))
+    report.verdicts.append(iowait_verdict(inp.cpus, fired, inp.thresholds, Measured.of(start, end)))
     names_fired = sorted({f.alertname for f in fired})
     report.verdicts.append(Verdict("alerts", not fired, f"alerts that fired: {', '.join(names_fired) if names_fired else 'none'}",
                                    {"count": len(fired)}))
@@ -256,9 +256,36 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
 
 
-def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firing], sla: float | None = None) -> Verdict:
+@dataclass
+class Measured:
+    """How long a check's rule could watch: ``seconds`` and the words for it ("the longest load lasted 2m30s")."""
+
+    seconds: float
+    what: str
+
+    @classmethod
+    def of(cls, start: float, end: float, device_phases: list[Phase] | None = None) -> Measured:
+        """The longest load phase of a device that carried fio loads (its idle phases have no I/O to judge), else the window."""
+        loads = [p.end - p.start for p in device_phases or [] if p.kind == "load"]
+        if loads:
+            return cls(max(loads), f"the longest load lasted {humanize.span(max(loads))}" if len(loads) > 1
+                       else f"the load lasted {humanize.span(loads[0])}")
+        return cls(end - start, f"the samples cover {humanize.span(end - start)}")
+
+    def too_short(self, hold: float) -> bool:
+        return self.seconds < hold
+
+
+def undecided(kind: str, text: str, hold: float, measured: Measured, data: dict) -> Verdict:
+    """A check whose rule needs ``hold`` (its ``for:``) but had only ``measured``: it could not fail, so it is not decided."""
+    return Verdict(kind, None, f"{text}; the rule needs {humanize.span(hold)}, {measured.what}", data, decided=False)
+
+
+def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firing], sla: float | None = None,
+                  hold: float = 0.0, measured: Measured | None = None) -> Verdict:
     """The latency SLA rule's verdict (``sla``: the device's in seconds, default the shipped settings'), with the await the
-    samples show; no samples is "no data", never a pass."""
+    samples show; no samples is "no data", never a pass. ``hold``: the rule's ``for:``; where ``measured`` is shorter
+    the rule could not fire, and a check it did not fail is "not decided"."""
     sla = shipped().sla_seconds(device) if sla is None else sla
     reads, writes = timeline.values("r/s"), timeline.values("w/s")
     r_await, w_await = timeline.values("r_await"), timeline.values("w_await")
@@ -271,8 +298,12 @@ def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firin
     if not samples:
         return Verdict("sla", None, f"{label}: latency SLA: no data (no I/O completed, so no await)", {"device": device})
     worst = samples[min(len(samples) - 1, int(0.99 * len(samples)))]
-    if sla and worst / 1000 > sla:  # above the line, but not for as long as the rule's for: asks
-        above_s = sum(1 for x in samples if x / 1000 > sla) * (timeline.interval or 0)
+    above_s = sum(1 for x in samples if sla and x / 1000 > sla) * (timeline.interval or 0)
+    if measured and measured.too_short(hold):
+        exceeded = f"{sla_text} exceeded for {humanize.span(above_s)}" if above_s else f"never above {sla_text}"
+        return undecided("sla", f"{label}: latency SLA not decided: await p99 {humanize.latency(worst / 1000)}; {exceeded}",
+                         hold, measured, {"device": device})
+    if above_s:  # above the line, but not for as long as the rule's for: asks
         return Verdict("sla", None, f"{label}: latency SLA not failed by the rule: await above {sla_text} for about "
                        f"{format_duration(above_s)}, shorter than the rule asks before it fires; "
                        f"await p99 {humanize.latency(worst / 1000)}",
@@ -280,6 +311,36 @@ def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firin
     return Verdict("sla", True, f"{label}: latency SLA met: no sustained await above {sla_text}; "
                    f"await p99 {humanize.latency(worst / 1000)} "
                    "over the samples with I/O", {"device": device})
+
+
+def iowait_verdict(cpus: list[CpuTimeline], fired: list[Firing], thresholds: Thresholds, measured: Measured) -> Verdict:
+    """The iowait rule's verdict with the figure it judges: how long iowait stood above its line while the CPUs were
+    otherwise idle, and its peak. Where the window is shorter than the rule's ``for:`` it could not fire: not decided."""
+    episodes = [f for f in fired if f.alertname in IOWAIT_ALERTS]
+    t = thresholds.settings.get("thresholds", {})
+    line, busy = 100 * float(t.get("iowait_ratio", 0.2)), 100 * float(t.get("iowait_busy_cpu_ratio", 0.2))
+    hold = duration(thresholds.settings, "durations", "iowait")
+    figures = []
+    for cpu in sorted(cpus, key=lambda c: c.host):
+        points = list(zip(*(cpu.series.get(m, []) for m in ("iowait", "user", "system"))))
+        if not points:
+            continue
+        times = [p[0][0] for p in points]
+        step = statistics.median([b - a for a, b in zip(times, times[1:])] or [0.0])
+        above = sum(1 for (_, io), (_, us), (_, sy) in points if io > line and us + sy < busy) * step
+        peak = max(io for (_, io), _, _ in points)
+        figures.append(f"iowait peak {peak:.0f} %" + (f", above {line:.0f} % with the CPUs otherwise idle for {humanize.span(above)}"
+                                                     if above else f", never above {line:.0f} % with the CPUs otherwise idle")
+                       + (f" on {cpu.host}" if len(cpus) > 1 else ""))
+    figure = "; ".join(figures) or "no CPU figures"
+    data = {"count": len(episodes)}
+    if episodes:
+        return Verdict("iowait", False, f"iowait episodes: {len(episodes)}" + "".join(
+            f"; {fmt_time(f.start)}–{fmt_time(f.end)[11:]} on {f.labels.get('host') or f.labels.get('instance', '')}"
+            for f in episodes[:5]), data)
+    if measured.too_short(hold):
+        return undecided("iowait", f"iowait: not decided: {figure}", hold, measured, data)
+    return Verdict("iowait", True, f"iowait episodes: 0 ({figure})", data)
 
 
 def device_section(label: str, timeline: Timeline, runs: list[RunWindow], device_phases: list[Phase],

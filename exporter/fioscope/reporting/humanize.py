@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from fioscope_mixin.units import format_duration
 from matplotlib.ticker import FuncFormatter
 
 
@@ -30,6 +31,15 @@ def latency(seconds: float | None) -> str:
     if abs(seconds) < 1:
         return f"{seconds * 1e3:.3g} ms"
     return f"{seconds:.3g} s"
+
+
+def span(seconds: float) -> str:
+    """A length of time in words where it is whole minutes ("5 minutes"), else as a duration ("2m32s")."""
+    whole = round(seconds)
+    if whole >= 60 and whole % 60 == 0:
+        minutes = whole // 60
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return format_duration(whole)
 
 
 def binary(value: float, unit: str = "B") -> str:

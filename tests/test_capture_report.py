@@ -1,0 +1,167 @@
+"""Issue 27: the capture report a customer reads without help.
+
+The default capture's plan on a disk capped at 700 read + 300 write IOPS (idle 30 s, the SLA load 700+300 for 2m30s, idle
+30 s, the overload 1400+600 for 2m30s, idle 15 s), as iostat samples every 2 s shaped like the lab's (tests/e2e_reports:
+the SLA load met at ~200 µs, util 14 %; the overload flat at the cap, r_await ~130 ms, ~45 % iowait for 30 s) and the two
+runs' fio result files (the capped fixture's, retimed and named as cloud-sla-70-30 at each phase's rate). The verdicts are
+the real rules' over a temporary Prometheus (``fioscope report --iostat``), the page is read in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import random
+import re
+from pathlib import Path
+
+import pytest
+from helpers.cli import fioscope
+from helpers.paths import IOSTAT
+from helpers.report_page import rendered
+
+T0 = dt.datetime(2026, 11, 25, 12, 39, 5, tzinfo=dt.UTC).timestamp()
+STEP = 2.0
+PLAN = [("idle", 30.0, None), ("load", 150.0, (700, 300)), ("idle", 30.0, None), ("load", 150.0, (1400, 600)), ("idle", 15.0, None)]
+CAP = (700.0, 300.0)
+
+
+def phase_edges() -> list[tuple[str, float, float, tuple[int, int] | None]]:
+    out, t = [], T0
+    for kind, seconds, rate in PLAN:
+        out.append((kind, t, t + seconds, rate))
+        t += seconds
+    return out
+
+
+def _iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="milliseconds")
+
+
+def _disk(name: str, r: float, w: float, r_await: float, w_await: float, aqu: float, util: float) -> dict:
+    return {"disk_device": name, "r/s": r, "w/s": w, "d/s": 0.0, "f/s": 0.0, "rkB/s": 4 * r, "wkB/s": 4 * w, "dkB/s": 0.0,
+            "rrqm/s": 0.0, "wrqm/s": 0.0, "drqm/s": 0.0, "rrqm": 0.0, "wrqm": 0.0, "drqm": 0.0, "r_await": r_await,
+            "w_await": w_await, "d_await": 0.0, "f_await": 0.0, "rareq-sz": 4.0 if r else 0.0, "wareq-sz": 4.0 if w else 0.0,
+            "dareq-sz": 0.0, "aqu-sz": aqu, "util": util}
+
+
+def capture_iostat(path: Path) -> None:
+    """The capped disk (loop0) through the default plan, and the VM's own disk (vda) with a trickle of background I/O."""
+    rng = random.Random(27)
+    edges = phase_edges()
+    end = edges[-1][2]
+    stats = [{"timestamp": _iso(T0), "avg-cpu": {}, "disk": []}]
+    t = T0
+    while t + STEP <= end + 1e-6:
+        t += STEP
+        kind, start, _, rate = next(e for e in edges if e[1] < t <= e[2] + 1e-6)
+        jitter = rng.uniform(0.98, 1.02)
+        cpu = {"user": 2.0, "nice": 0.0, "system": 2.0, "iowait": 0.5, "steal": 0.0, "idle": 95.5}
+        if kind == "idle":
+            loop0 = _disk("loop0", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        elif rate == (700, 300):  # the SLA load: met, fast
+            loop0 = _disk("loop0", 697 * jitter, 299 * jitter, 0.196, 0.19, 0.2, 14.0)
+        else:  # the overload: flat at the cap, the queue behind it
+            loop0 = _disk("loop0", CAP[0] * jitter, CAP[1] * jitter, 130.0, 128.0, 255.0, 100.0)
+            if t - start <= 30:
+                cpu = {"user": 3.0, "nice": 0.0, "system": 4.0, "iowait": 45.0, "steal": 0.0, "idle": 48.0}
+        vda = _disk("vda", 2.0 * jitter, 3.0 * jitter, 0.5, 0.8, 0.01, 0.4)
+        stats.append({"timestamp": _iso(t), "avg-cpu": cpu, "disk": [loop0, vda]})
+    path.write_text(json.dumps({"sysstat": {"hosts": [{"nodename": "vm", "sysname": "Linux", "number-of-cpus": 2,
+                                                       "statistics": stats}]}}))
+
+
+def capture_results(directory: Path) -> None:
+    """The capped fixture's fio result, as cloud-sla-70-30 at each load phase's rate, ending with its phase."""
+    [original] = list((IOSTAT / "capped-results").glob("*.json"))
+    directory.mkdir()
+    for kind, start, end, rate in phase_edges():
+        if kind != "load":
+            continue
+        doc = json.loads(original.read_text())
+        doc["timestamp_ms"], doc["timestamp"] = int(end * 1000), int(end)
+        doc["fioscope"]["profile"] = "cloud-sla-70-30"
+        [job] = doc["jobs"]
+        job["jobname"], job["elapsed"], job["job_runtime"] = "cloud-sla-70-30", int(end - start), int((end - start) * 1000)
+        job["write"]["clat_ns"] = job["read"]["clat_ns"]
+        job["job options"] = {"rw": "randrw", "bs": "4k", "iodepth": "256", "rate_iops": f"{rate[0]},{rate[1]}"}
+        delivered = rate if rate == (700, 300) else CAP
+        seconds = end - start
+        for ddir, iops in zip(("read", "write"), (delivered[0] - 3, delivered[1] - 1)):
+            job[ddir]["iops"], job[ddir]["total_ios"] = float(iops), int(iops * seconds)
+        (directory / f"cloud-sla-70-30-{int(end)}.json").write_text(json.dumps(doc))
+
+
+@pytest.fixture(scope="module")
+def overload(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("overload")
+    capture_iostat(tmp / "iostat.json")
+    capture_results(tmp / "results")
+    out = tmp / "report"
+    proc = fioscope("report", "--iostat", str(tmp / "iostat.json"), "--results", str(tmp / "results"), "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return out, json.loads((out / "report.json").read_text())
+
+
+def _verdict(report: dict, kind: str, **data: str) -> dict:
+    [v] = [v for v in report["verdicts"] if v["kind"] == kind and all(v["data"].get(k) == x for k, x in data.items())]
+    return v
+
+
+@pytest.mark.slow
+def test_a_check_longer_than_the_capture_is_not_decided(overload, tmp_path):
+    """Item 2: the SLA rule needs 5 minutes of await above 30 ms, each load lasts 2m30s; the iowait rule needs 10 minutes, the
+    capture lasts ~6 minutes: neither can fail here, so neither is a pass: "not decided", with the figure it would judge."""
+    out, report = overload
+    sla = _verdict(report, "sla", device="loop0")
+    print(f"\n[overload] {sla['text']}")
+    assert sla["ok"] is None and sla["decided"] is False
+    assert "not decided" in sla["text"] and re.search(r"p99 1[23]\d ms", sla["text"]) and "30 ms exceeded for 2m" in sla["text"]
+    assert "the rule needs 5 minutes" in sla["text"] and "2m30s" in sla["text"]
+    iowait = _verdict(report, "iowait")
+    print(f"[overload] {iowait['text']}")
+    assert iowait["ok"] is None and iowait["decided"] is False
+    assert "not decided" in iowait["text"] and "peak 45 %" in iowait["text"] and "for 30s" in iowait["text"]
+    assert "the rule needs 10 minutes" in iowait["text"]
+    # checks that were decided say so
+    assert _verdict(report, "throttled", device="loop0")["decided"] is True
+    page = rendered(out, tmp_path)
+    for kind in ("sla", "iowait"):
+        [item] = page.of(kind, **({"device": "loop0"} if kind == "sla" else {}))
+        assert item["data-decided"] == "false" and item["data-ok"] == "none"
+        assert "undecided" in item["class"].split() and "ok" not in item["class"].split(), item
+        assert "not decided" in item["text"]
+
+
+@pytest.mark.slow
+def test_a_long_enough_window_decides_the_same_checks(tmp_path):
+    """The same capture judged with rules that need less than a load (--set durations): decided, as before."""
+    capture_iostat(tmp_path / "iostat.json")
+    capture_results(tmp_path / "results")
+    out = tmp_path / "report"
+    proc = fioscope("report", "--iostat", str(tmp_path / "iostat.json"), "--results", str(tmp_path / "results"), "--output", str(out),
+                    "--set", "durations.latency_sla=1m", "--set", "durations.iowait=10s")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    sla, iowait = _verdict(report, "sla", device="loop0"), _verdict(report, "iowait")
+    print(f"\n[decided] {sla['text']}\n[decided] {iowait['text']}")
+    assert sla["decided"] is True and sla["ok"] is False  # 2m30s above 30 ms: the 1 m rule fires
+    assert iowait["decided"] is True and iowait["ok"] is False
+    assert not math.isnan(len(report["verdicts"]))
+
+
+def test_await_verdict_is_not_decided_where_the_rule_could_not_fire():
+    """Fast: the SLA check judged by its rule's ``for:`` against how long was measured (no Prometheus needed)."""
+    from fioscope.reporting.diagnosis import Measured, await_verdict
+    from fioscope.reporting.timeline import Timeline
+
+    times = [T0 + STEP * i for i in range(1, 76)]  # 2m30s of samples, 130 ms each
+    slow = Timeline("vm", "loop0", {"r/s": [(t, 700.0) for t in times], "w/s": [(t, 300.0) for t in times],
+                                    "r_await": [(t, 130.0) for t in times], "w_await": [(t, 130.0) for t in times]}, STEP)
+    short = await_verdict("loop0", "loop0", slow, [], 0.03, 300.0, Measured(150.0, "the load lasted 2m30s"))
+    assert short.ok is None and short.decided is False
+    assert short.text == ("loop0: latency SLA not decided: await p99 130 ms; 30 ms exceeded for 2m30s; the rule needs 5 minutes, "
+                          "the load lasted 2m30s")
+    long = await_verdict("loop0", "loop0", slow, [], 0.03, 300.0, Measured(600.0, "the load lasted 10 minutes"))
+    assert long.decided is True and "not failed by the rule" in long.text
