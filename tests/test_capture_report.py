@@ -165,3 +165,26 @@ def test_await_verdict_is_not_decided_where_the_rule_could_not_fire():
                           "the load lasted 2m30s")
     long = await_verdict("loop0", "loop0", slow, [], 0.03, 300.0, Measured(600.0, "the load lasted 10 minutes"))
     assert long.decided is True and "not failed by the rule" in long.text
+
+
+@pytest.mark.slow
+def test_plain_words_on_the_page_and_the_rules_by_name_in_details(overload, tmp_path):
+    """Item 5: no metric or alert names in what a customer reads; the rules by name in report.json and a folded details
+    section at the end of the page."""
+    out, report = overload
+    page = rendered(out, tmp_path)
+    dom = (out / "report.html").read_text()
+    assert dom.count("<details") == 1
+    main, details = dom.split("<details", 1)
+    main_text = re.sub(r"<[^>]+>", " ", re.sub(r'<(meta|img)[^>]*>', "", main))
+    internal = r"\S*(?:Fioscope[A-Z]|fioscope_|fioscope:)\S*"
+    assert not re.findall(internal, main_text)
+    assert "FioscopeDiskThrottledUnderFioLoad" in details and "Disk throttled while fio loads it" in details
+    assert details.index("</details>") > details.index("FioscopeDiskThrottledUnderFioLoad")
+    [alerts] = page.of("alerts")
+    assert "Disk throttled while fio loads it" in alerts["text"] and alerts["data-alerts"] == "FioscopeDiskThrottledUnderFioLoad"
+    # report.json: every alert that fired, by name, with what it means and where
+    names = {a["alert"] for a in report["alerts"]}
+    assert "FioscopeDiskThrottledUnderFioLoad" in names
+    assert all(a["summary"] and a["labels"].get("device") and "__name__" not in a["labels"] for a in report["alerts"])
+    assert _verdict(report, "throttled", device="loop0")["data"]["alerts"] == "FioscopeDiskThrottledUnderFioLoad"

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from fioscope_mixin import columns
 from fioscope_mixin import names as n
-from fioscope_mixin.settings import duration
+from fioscope_mixin.prometheus import rule_groups
+from fioscope_mixin.settings import SettingsError, duration
 from fioscope_mixin.units import format_duration
 from matplotlib.ticker import PercentFormatter
 
@@ -155,7 +156,7 @@ def diagnose(inp: DiagnosisInput) -> Report:
                           + (f" Long series are downsampled to at most {MAX_POINTS} points, keeping each bucket's minimum"
                              " and maximum (peaks survive)." if any(t.downsampled for t in drawn) else ""))
     if not names:
-        report.summary.append("Device names: fioscope_disk_info not found, kernel names only.")
+        report.summary.append("Devices are shown by their kernel names (no volume names, such as LVM or md, were found).")
     idle: list[str] = []
     devices_json: list[dict] = []
     for timeline, shown in sorted(zip(timelines, drawn), key=lambda p: (p[0].host, p[0].device)):
@@ -177,8 +178,8 @@ def diagnose(inp: DiagnosisInput) -> Report:
                                  "idle": True, "charted": False, "series": {c: [] for c in COLUMNS}})
             continue
         device_phases = phases(timeline, runs, start, end)
-        alerts = ", ".join(sorted({f.alertname for f in throttle}))
-        ok, text = headline(timeline, device_phases, throttled_spans(windows, device_phases), alerts)
+        alerts = ", ".join(sorted({f.alertname for f in throttle}))  # report.json and the details section; plain words on the page
+        ok, text = headline(timeline, device_phases, throttled_spans(windows, device_phases))
         if failed:
             more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
             ok, text = False, f"{device}: inconclusive — the load failed: {failed[0]}{more}"
@@ -189,9 +190,9 @@ def diagnose(inp: DiagnosisInput) -> Report:
             spans_ = throttled_spans(windows, device_phases)
             ceiling = statistics.median([v for t, v in timeline.iops() if any(a <= t <= b for a, b in spans_)] or [0.0])
             extra.append(Verdict("throttled", False, f"{label}: THROTTLED — IOPS flat at a ceiling of {humanize.count(ceiling)}/s "
-                                 f"({', '.join(f'{fmt_time(a)}–{fmt_time(b)[11:]}' for a, b in windows[:4])} UTC; {alerts}); "
+                                 f"({', '.join(f'{fmt_time(a)}–{fmt_time(b)[11:]}' for a, b in windows[:4])} UTC); "
                                  f"declared limit: {limits.get(device) or 'none declared'}",
-                                 {"device": device, "ceiling-iops": f"{ceiling:.1f}"}))
+                                 {"device": device, "ceiling-iops": f"{ceiling:.1f}", "alerts": alerts}))
         else:
             extra.append(Verdict("throttled", True, f"{label}: not throttled (no throttling signature in the window)"
                                  + (f"; declared limit: {limits[device]}" if limits.get(device) else ""), {"device": device}))
@@ -214,13 +215,11 @@ def diagnose(inp: DiagnosisInput) -> Report:
     report.verdicts += fsync_verdicts(inp.fio, fired, inp.thresholds)
     report.verdicts.append(iowait_verdict(inp.cpus, fired, inp.thresholds, Measured.of(start, end)))
     names_fired = sorted({f.alertname for f in fired})
-    report.verdicts.append(Verdict("alerts", not fired, f"alerts that fired: {', '.join(names_fired) if names_fired else 'none'}",
-                                   {"count": len(fired)}))
-    if fired:
-        rows = [[f.alertname, f.labels.get("severity", ""), ", ".join(f"{k}={v}" for k, v in sorted(f.labels.items())
-                                                                  if k in ("host", "instance", "device", "jobname", "target")),
-                 fmt_time(f.start), fmt_time(f.end)] for f in sorted(fired, key=lambda f: f.start)]
-        report.sections.append(Section("Alerts that fired", tables=[Table(["alert", "severity", "where", "from (UTC)", "to (UTC)"], rows)]))
+    meaning = alert_summaries(inp.thresholds)
+    said = list(dict.fromkeys(meaning.get(name) or name for name in names_fired))
+    report.verdicts.append(Verdict("alerts", not fired, f"alerts that fired: {'; '.join(said) if said else 'none'}"
+                                   + (" (the rules by name: Details, at the end)" if fired else ""),
+                                   {"count": len(fired), "alerts": ", ".join(names_fired)}))
     if runs:
         report.summary.append(f"{len(runs)} fio run(s) in the window, each shaded on the charts of the device it loaded: "
                               + "; ".join(f"{r.label} on {r.device or 'an unknown device'} {fmt_time(r.start)[11:]}–{fmt_time(r.end)[11:]}"
@@ -230,12 +229,32 @@ def diagnose(inp: DiagnosisInput) -> Report:
         report.sections.append(Section(f"avg-cpu ({cpu.host})", charts=[time_chart(
             _slug(f"cpu-{cpu.host}"), f"avg-cpu ({cpu.host})", lines, "", [Window(r.label, r.start, r.end) for r in runs],
             formatter=PercentFormatter(100), span=(start, end))]))
+    if fired:  # the rules by name, for a colleague who knows them: last, folded (report.json has them too)
+        rows = [[f.alertname, meaning.get(f.alertname, ""), f.labels.get("severity", ""),
+                 ", ".join(f"{k}={v}" for k, v in sorted(f.labels.items()) if k in ("host", "instance", "device", "jobname", "target")),
+                 fmt_time(f.start), fmt_time(f.end)] for f in sorted(fired, key=lambda f: f.start)]
+        report.sections.append(Section("Details: the alert rules that fired", details=True, tables=[
+            Table(["alert", "what it says", "severity", "where", "from (UTC)", "to (UTC)"], rows)]))
     report.json = {"kind": "diagnosis", "window": {"start": start, "end": end},
                    "runs": [{"job": r.job, "start": r.start, "end": r.end, "device": r.device, "host": r.host, "label": r.label,
                              "profile": r.profile, "target": r.target, "iops": r.iops, "failed": r.failed or None} for r in runs],
-                   "devices": devices_json}
+                   "devices": devices_json,
+                   # the rules by name (the page says what they mean, and names them only in its details section)
+                   "alerts": [{"alert": f.alertname, "summary": meaning.get(f.alertname, ""),
+                               "labels": {k: v for k, v in f.labels.items() if k != "__name__"}, "start": f.start, "end": f.end}
+                              for f in sorted(fired, key=lambda f: f.start)]}
     report.summary += inp.notes
     return report
+
+
+def alert_summaries(thresholds: Thresholds) -> dict[str, str]:
+    """Each alert's summary, in plain words ("Disk throttled while fio loads it"), as the rules generated from ``thresholds``
+    say it: what the page shows in place of the rule's name."""
+    try:
+        groups = rule_groups(thresholds.settings)["alerts/alerts.rules.yaml"]
+    except (SettingsError, KeyError):
+        return {}
+    return {r["alert"]: str(r.get("annotations", {}).get("summary", "")) for g in groups for r in g.get("rules", []) if "alert" in r}
 
 
 def load_failures(device: str, runs: list[RunWindow], failed_loads: list[tuple[float, float, str, str]]) -> list[str]:
@@ -293,8 +312,8 @@ def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firin
                      if r + w > 0 and not math.isnan(ra + wa))
     sla_text = humanize.latency(sla) if sla else "(threshold unknown)"
     if above:
-        return Verdict("sla", False, f"{label}: latency SLA NOT met: await above {sla_text} from {fmt_time(above[0].start)} UTC "
-                       f"({above[0].alertname})", {"device": device})
+        return Verdict("sla", False, f"{label}: latency SLA NOT met: await above {sla_text} from {fmt_time(above[0].start)} UTC",
+                       {"device": device, "alerts": above[0].alertname})
     if not samples:
         return Verdict("sla", None, f"{label}: latency SLA: no data (no I/O completed, so no await)", {"device": device})
     worst = samples[min(len(samples) - 1, int(0.99 * len(samples)))]
@@ -496,8 +515,8 @@ def fsync_verdicts(fio: FioFigures, fired: list[Firing], thresholds: Thresholds)
         jobname = labels.get("jobname", "")
         out.append(etcd_fsync(p99, thresholds, f"etcd fsync: {jobname}{' (' + where + ')' if where else ''}", {"jobname": jobname}))
     if slow:
-        out.append(Verdict("etcd-fsync", False, f"etcd fsync: FAIL ({slow[0].alertname} from {fmt_time(slow[0].start)} UTC)",
-                           {"level": "fail"}))
+        out.append(Verdict("etcd-fsync", False, f"etcd fsync: FAIL (fdatasync too slow for etcd from {fmt_time(slow[0].start)} UTC)",
+                           {"level": "fail", "alerts": slow[0].alertname}))
     if not out:
         out.append(Verdict("etcd-fsync", None, "etcd fsync: no data (no fdatasync measurement in the window)", {"level": "no data"}))
     return out

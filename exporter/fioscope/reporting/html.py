@@ -47,6 +47,7 @@ class Section:
     lines: list[str] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
+    details: bool = False  # folded at the end of the page (<details>): names and figures for a colleague, not the verdict
 
 
 @dataclass

@@ -131,7 +131,7 @@ def hhmmss(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%H:%M:%S")
 
 
-def headline(timeline: Timeline, device_phases: list[Phase], throttled: list[tuple[float, float]], alerts: str) -> tuple[bool | None, str]:
+def headline(timeline: Timeline, device_phases: list[Phase], throttled: list[tuple[float, float]]) -> tuple[bool | None, str]:
     """One sentence a person reads first: (ok, text); ok None where there is no data. ``throttled``: ``throttled_spans``."""
     name = timeline.device
     if not any(timeline.series.values()):
@@ -151,7 +151,7 @@ def headline(timeline: Timeline, device_phases: list[Phase], throttled: list[tup
             return statistics.median([v for t, v in timeline.values(column) if any(s <= t <= e for s, e in throttled)] or [0.0])
 
         return False, (f"{name} was throttled from {hhmmss(a)} to {hhmmss(b)} UTC at ~{humanize.count(during('r/s'))} reads/s "
-                       f"and ~{humanize.count(during('w/s'))} writes/s ({alerts}); {idle_text}")
+                       f"and ~{humanize.count(during('w/s'))} writes/s; {idle_text}")
     if loads:
         peak = max(p.stats["peak-iops"] for p in loads)
         worst = max(max(p.stats["r_await"], p.stats["w_await"]) for p in loads)

@@ -7,6 +7,8 @@ Contract (docs/contracts.md; add freely, rename nothing):
   with iostat's column names and units (``r/s``, ``w/s``, ``rkB/s``, ``wkB/s``, ``r_await``,
   ``w_await`` in ms, ``aqu-sz``, ``util`` in %), exactly the points drawn (empty for a device
   shown as idle in one line, not charted);
+- ``"alerts"`` (diagnosis): every alert that fired, ``{"alert", "summary", "labels", "start", "end"}``: the rules by
+  name, which the page says in plain words (a verdict's ``data.alerts`` names the rules behind it);
 - ``"verdicts"``: every verdict of the page (kind, ok, decided, text, data); ``decided`` false: the check's rule needs a
   longer window than was measured (its ``for:`` longer than the capture or its loads), so ``ok`` is null: not a pass.
 
