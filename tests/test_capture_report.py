@@ -188,3 +188,34 @@ def test_plain_words_on_the_page_and_the_rules_by_name_in_details(overload, tmp_
     assert "FioscopeDiskThrottledUnderFioLoad" in names
     assert all(a["summary"] and a["labels"].get("device") and "__name__" not in a["labels"] for a in report["alerts"])
     assert _verdict(report, "throttled", device="loop0")["data"]["alerts"] == "FioscopeDiskThrottledUnderFioLoad"
+
+
+@pytest.mark.slow
+def test_the_headline_says_each_phase_and_the_throttled_window_is_when_the_alert_held(overload, tmp_path):
+    """Item 1: the SLA load was met, the overload hit the cap; the throttled window is the alert's (± one sample), inside
+    the overload phase, not from the SLA phase's start."""
+    out, report = overload
+    [dev] = [d for d in report["devices"] if d["device"] == "loop0"]
+    _, sla_load, _, over, _ = [(start, end) for _, start, end, _ in phase_edges()]
+    text = dev["verdict"]
+    print(f"\n[overload] {text}")
+    [(a, b)] = dev["throttled"]
+    held = [x for x in report["alerts"] if x["labels"].get("device") == "loop0" and x["alert"].startswith("FioscopeDiskThrottled")]
+    assert held and abs(a - min(x["start"] for x in held)) <= STEP and b <= max(x["end"] for x in held) + STEP
+    assert over[0] - STEP <= a < b <= over[1] + STEP, (a, b, over)
+    assert text.startswith(f"loop0 was throttled from {_hhmmss(a)} to {_hhmmss(b)} UTC")
+    assert _hhmmss(sla_load[0]) not in text
+    # per phase, in time order: the SLA load met at its fast await; the overload at the cap, the wait behind it
+    sla_part, over_part = text.split(": ", 1)[1].split("; ")[:2]
+    assert re.fullmatch(r"cloud-sla-70-30 asking 1,000 IOPS: met it at ~99\d IOPS, await 19\d µs", sla_part), sla_part
+    assert over_part.startswith("cloud-sla-70-30 asking 2,000 IOPS (2× the first load's demand): it stayed at ~1,000 IOPS "
+                                "with r_await 130 ms"), over_part
+    assert over_part.endswith("a cap at ~700 reads/s + ~300 writes/s"), over_part
+    assert text.endswith("idle periods were clean")
+    page = rendered(out, tmp_path)
+    [headline] = page.of("headline", device="loop0")
+    assert headline["text"] == text and headline["data-ok"] == "false"
+
+
+def _hhmmss(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%H:%M:%S")

@@ -179,7 +179,9 @@ def diagnose(inp: DiagnosisInput) -> Report:
             continue
         device_phases = phases(timeline, runs, start, end)
         alerts = ", ".join(sorted({f.alertname for f in throttle}))  # report.json and the details section; plain words on the page
-        ok, text = headline(timeline, device_phases, throttled_spans(windows, device_phases))
+        slack = max(timeline.interval, inp.step)  # one sample (or evaluation step) either side of the alert's window
+        held = throttled_spans(windows, device_phases, slack)
+        ok, text = headline(timeline, device_phases, held)
         if failed:
             more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
             ok, text = False, f"{device}: inconclusive — the load failed: {failed[0]}{more}"
@@ -187,8 +189,7 @@ def diagnose(inp: DiagnosisInput) -> Report:
         report.verdicts.append(Verdict("headline", ok, text, {"device": device, "host": timeline.host}))
         extra: list[Verdict] = []
         if throttle:
-            spans_ = throttled_spans(windows, device_phases)
-            ceiling = statistics.median([v for t, v in timeline.iops() if any(a <= t <= b for a, b in spans_)] or [0.0])
+            ceiling = statistics.median([v for t, v in timeline.iops() if any(a <= t <= b for a, b in held)] or [0.0])
             extra.append(Verdict("throttled", False, f"{label}: THROTTLED — IOPS flat at a ceiling of {humanize.count(ceiling)}/s "
                                  f"({', '.join(f'{fmt_time(a)}–{fmt_time(b)[11:]}' for a, b in windows[:4])} UTC); "
                                  f"declared limit: {limits.get(device) or 'none declared'}",
@@ -204,6 +205,7 @@ def diagnose(inp: DiagnosisInput) -> Report:
         report.sections.append(section)
         devices_json.append({"device": device, "host": timeline.host, "verdict": text, "ok": ok, "idle": False, "charted": True,
                              "load_failed": failed[0] if failed else None,
+                             "throttled": [[a, b] for a, b in held],  # the headline's windows: when the throttling alert held
                              "downsampled": shown.downsampled, "interval": timeline.interval,
                              "phases": [{"kind": p.kind, "label": p.label, "start": p.start, "end": p.end, "failed": p.failed or None,
                                          **{k: (None if math.isnan(v) else v) for k, v in p.stats.items()}} for p in device_phases],

@@ -20,6 +20,13 @@ def count(value: float, unit: str = "") -> str:
     return f"{text} {unit}".strip()
 
 
+def approx(value: float) -> str:
+    """A figure read off a chart, to two significant digits: ~1,000 for 1,004 (a cap is a round number)."""
+    if not math.isfinite(value) or value == 0:
+        return count(value)
+    return count(round(value, 1 - math.floor(math.log10(abs(value)))))
+
+
 def latency(seconds: float | None) -> str:
     """µs below a millisecond, ms below a second, else s."""
     if seconds is None or not math.isfinite(seconds):
