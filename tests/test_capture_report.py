@@ -219,3 +219,49 @@ def test_the_headline_says_each_phase_and_the_throttled_window_is_when_the_alert
 
 def _hhmmss(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%H:%M:%S")
+
+
+def test_no_progress_line_after_stopping(monkeypatch):
+    """Item 6: once Ctrl-C said "stopping", fio's last status reports (it reports until it exits) print no progress line
+    under it; before, the phase's line was redrawn below "stopping"."""
+    import os
+    import threading
+
+    from fioscope.capture import Phase, Progress
+
+    monkeypatch.delenv("CI", raising=False)  # CI set: no progress at all
+    master, slave = os.openpty()
+    try:
+        with os.fdopen(slave, "w", closefd=False) as terminal:
+            stopped = threading.Event()
+            progress = Progress([Phase("idle", 30.0)], terminal, stopped=stopped)
+            assert progress.tty
+            progress.phase(0, 0.0)
+            assert "[1/1] idle" in os.read(master, 4096).decode()
+            stopped.set()
+            progress.phase(0, 0.0)
+            terminal.write("end\n")
+            terminal.flush()
+            assert os.read(master, 4096).decode().strip() == "end"
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def test_no_help_text_prints_a_doubled_percent_sign():
+    """Item 6: ``--help`` of every command and subcommand prints "200 %", never argparse's escaped "200 %%" (fixed by
+    5efce46 for capture's description; kept so for every parser)."""
+    import argparse
+
+    from fioscope.cli import build_parser
+
+    def parsers(parser: argparse.ArgumentParser):
+        yield parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield from parsers(sub)
+
+    helps = {p.prog: p.format_help() for p in parsers(build_parser())}
+    assert "fioscope capture" in helps and "200 %," in helps["fioscope capture"]
+    assert [prog for prog, text in helps.items() if "%%" in text] == []
