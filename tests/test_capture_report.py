@@ -265,3 +265,84 @@ def test_no_help_text_prints_a_doubled_percent_sign():
     helps = {p.prog: p.format_help() for p in parsers(build_parser())}
     assert "fioscope capture" in helps and "200 %," in helps["fioscope capture"]
     assert [prog for prog, text in helps.items() if "%%" in text] == []
+
+
+def _spines(png: Path) -> tuple[int, int]:
+    """The pixel columns of a chart's left and right axes frame: the columns with a long unbroken run of dark pixels."""
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    dark = mpimg.imread(str(png))[..., :3].max(axis=2) < 0.25
+    runs = []
+    for column in dark.T:
+        best = current = 0
+        for pixel in column:
+            current = current + 1 if pixel else 0
+            best = max(best, current)
+        runs.append(best)
+    frame = np.nonzero(np.array(runs) >= 0.4 * dark.shape[0])[0]
+    return int(frame.min()), int(frame.max())
+
+
+@pytest.mark.slow
+def test_charts_of_one_device_share_their_time_axis(overload, tmp_path):
+    """Item 6: the charts of a device, stacked on the page at one width, have their time axis at the same pixels (a layout
+    engine fitted each to its own tick labels: left edges 37 to 79 px apart); the avg-cpu chart too."""
+    out, _ = overload
+    page = rendered(out, tmp_path)  # the page Chromium shows embeds exactly these PNGs
+    charts = sorted(out.glob("*-loop0-*.png")) + sorted(out.glob("cpu-*.png"))
+    assert len(charts) == 6 and len(page.images) == 6
+    import matplotlib.image as mpimg
+
+    assert len({mpimg.imread(str(png)).shape for png in charts}) == 1  # one size: one width on the page
+    edges = {png.name: _spines(png) for png in charts}
+    print(f"\n[charts] axes frame columns: {edges}")
+    assert len(set(edges.values())) == 1, edges
+
+
+def _overload_diagnosis(tmp_path: Path):
+    """The overload capture through the pure diagnosis, the throttling alert held where the rules hold it (12:43:07 to the
+    load's end): the charts as drawn, no Prometheus needed."""
+    from fioscope.reporting.diagnosis import DiagnosisInput, FioFigures, Firing, diagnose
+    from fioscope.reporting.iostat import load_fio_runs, load_iostat
+    from fioscope.reporting.timeline import CpuTimeline, from_iostat_samples
+    from fioscope.thresholds import shipped
+
+    capture_iostat(tmp_path / "iostat.json")
+    capture_results(tmp_path / "results")
+    [capture] = load_iostat(str(tmp_path / "iostat.json"))
+    timelines = from_iostat_samples(capture.host, [(s.timestamp, s.disks) for s in capture.samples])
+    cpus = [CpuTimeline(capture.host, {m: [(s.timestamp, s.cpu.get(m, 0.0)) for s in capture.samples] for m in ("iowait", "idle")})]
+    runs = [r.window(capture.host) for r in load_fio_runs(str(tmp_path / "results"))]
+    over = phase_edges()[3]
+    fired = [Firing("FioscopeDiskThrottledUnderFioLoad", {"host": "vm", "device": "loop0"}, over[1] + 32, over[2] + 2)]
+    start, end = capture.samples[0].timestamp, capture.samples[-1].timestamp
+    return diagnose(DiagnosisInput(start, end, 15.0, timelines, cpus, runs, fired, {}, {}, FioFigures(), shipped()))
+
+
+def test_chart_legends_say_the_axis_unit_sit_beside_the_data_and_the_cap_is_drawn(tmp_path):
+    """Item 6: the throughput chart (MiB/s) names its lines in MiB/s, not iostat's rkB/s; legends right of the axes, not
+    over the data; the IOPS chart of a throttled device marks the cap per direction the headline names, and the runs'
+    labels sit above the axes (the 700 r/s line ran through them)."""
+    import io
+
+    report = _overload_diagnosis(tmp_path)
+    [section] = [s for s in report.sections if s.title == "loop0"]
+    charts = {c.name.rsplit("-", 1)[1]: c for c in section.charts}
+    for chart in charts.values():
+        chart.figure.savefig(io.BytesIO(), format="png")  # drawn: the legend's place is known
+    ax = charts["throughput"].figure.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["read MiB/s", "write MiB/s"]
+    for chart in charts.values():
+        axes = chart.figure.axes[0]
+        legend = axes.get_legend().get_window_extent()
+        assert legend.x0 >= axes.get_window_extent().x1, chart.name
+    iops = charts["iops"].figure.axes[0]
+    labels = [t for t in iops.texts if "cloud-sla-70-30" in t.get_text()]
+    assert len(labels) == 2  # the runs' labels above the axes: the cap's line never runs through them
+    assert all(t.get_window_extent().y0 >= iops.get_window_extent().y1 for t in labels)
+    assert iops.title.get_window_extent().y0 >= max(t.get_window_extent().y1 for t in labels) - 1
+    caps = {line.get_label(): line.get_ydata()[0] for line in iops.get_lines() if line.get_label().startswith("cap")}
+    assert caps == {"cap ~700 r/s": pytest.approx(700, rel=0.03), "cap ~300 w/s": pytest.approx(300, rel=0.03)}, caps
+    [headline] = [v for v in report.verdicts if v.kind == "headline" and v.data["device"] == "loop0"]
+    assert "a cap at ~700 reads/s + ~300 writes/s" in headline.text

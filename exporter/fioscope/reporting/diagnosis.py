@@ -29,7 +29,18 @@ from ..verdicts import etcd_fsync
 from . import ReportError, humanize
 from .charts import Line, Window, time_chart
 from .html import Report, Section, Table, Verdict
-from .phases import IDLE_DEVICE_UTIL, PHASE_COLUMNS, Phase, RunWindow, headline, is_idle_device, phase_rows, phases, throttled_spans
+from .phases import (
+    IDLE_DEVICE_UTIL,
+    PHASE_COLUMNS,
+    Phase,
+    RunWindow,
+    headline,
+    is_idle_device,
+    median_in,
+    phase_rows,
+    phases,
+    throttled_spans,
+)
 from .prometheus import Prometheus, Series, step_for
 from .timeline import COLUMNS, MAX_POINTS, CpuTimeline, DiskCounters, Timeline, cpu_from_counters, from_counters, limit
 
@@ -201,7 +212,7 @@ def diagnose(inp: DiagnosisInput) -> Report:
         extra.append(await_verdict(label, device, timeline, above_sla, inp.thresholds.sla_seconds(device),
                                    duration(inp.thresholds.settings, "durations", "latency_sla"), Measured.of(start, end, device_phases)))
         report.verdicts += extra
-        section = device_section(label, shown, [r for r in runs if r.loads(device)], device_phases, (start, end))
+        section = device_section(label, shown, [r for r in runs if r.loads(device)], device_phases, (start, end), held)
         report.sections.append(section)
         devices_json.append({"device": device, "host": timeline.host, "verdict": text, "ok": ok, "idle": False, "charted": True,
                              "load_failed": failed[0] if failed else None,
@@ -365,17 +376,22 @@ def iowait_verdict(cpus: list[CpuTimeline], fired: list[Firing], thresholds: Thr
 
 
 def device_section(label: str, timeline: Timeline, runs: list[RunWindow], device_phases: list[Phase],
-                   span: tuple[float, float]) -> Section:
+                   span: tuple[float, float], held: list[tuple[float, float]] | None = None) -> Section:
+    """``held``: when the device was throttled; its IOPS chart then marks the cap per direction the headline names."""
     slug = _slug(f"{timeline.host}-{timeline.device}")
     shaded = [Window(r.label, r.start, r.end) for r in runs]
 
-    def lines(*columns: str, scale: float = 1.0) -> list[Line]:
-        return [Line(c, [t for t, _ in timeline.values(c)], [v * scale for _, v in timeline.values(c)]) for c in columns]
+    def lines(*columns: str, scale: float = 1.0, labels: tuple[str, ...] = ()) -> list[Line]:
+        return [Line(label, [t for t, _ in timeline.values(c)], [v * scale for _, v in timeline.values(c)])
+                for c, label in zip(columns, labels or columns)]
 
+    caps = [(f"cap ~{humanize.approx(v)} {c}", v) for c in ("r/s", "w/s") if (v := median_in(timeline, c, held or [])) >= 1]
     charts = [
         time_chart(f"{slug}-iops", f"{timeline.device} IOPS", lines("r/s", "w/s"), "", shaded, formatter=humanize.count_axis("IO/s"),
-                   ylabel="IO/s", span=span),
-        time_chart(f"{slug}-throughput", f"{timeline.device} throughput (MiB/s)", lines("rkB/s", "wkB/s", scale=1 / 1024), "", shaded,
+                   ylabel="IO/s", span=span, levels=caps),
+        # iostat's rkB/s and wkB/s, drawn in MiB/s: named by what the axis shows
+        time_chart(f"{slug}-throughput", f"{timeline.device} throughput (MiB/s)",
+                   lines("rkB/s", "wkB/s", scale=1 / 1024, labels=("read MiB/s", "write MiB/s")), "", shaded,
                    formatter=humanize.count_axis("MiB/s"), ylabel="MiB/s", span=span),
         time_chart(f"{slug}-await", f"{timeline.device} await", lines("r_await", "w_await"), "", shaded,
                    formatter=humanize.latency_axis(), span=span),

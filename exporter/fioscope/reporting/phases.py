@@ -180,14 +180,14 @@ def _inside(phase: Phase, spans: list[tuple[float, float]]) -> list[tuple[float,
     return [(a, b) for a, b in spans if phase.start <= a and b <= phase.end]
 
 
-def _median_in(timeline: Timeline, column: str, spans: list[tuple[float, float]]) -> float:
+def median_in(timeline: Timeline, column: str, spans: list[tuple[float, float]]) -> float:
     return statistics.median([v for t, v in timeline.values(column) if any(a <= t <= b for a, b in spans)] or [0.0])
 
 
 def _cap_clause(timeline: Timeline, spans: list[tuple[float, float]]) -> str:
     """What the throttled samples show: the IOPS they stayed at, the wait behind the cap, the cap per direction."""
-    r, w = _median_in(timeline, "r/s", spans), _median_in(timeline, "w/s", spans)
-    waits = " and ".join(f"{c} {humanize.latency(_median_in(timeline, c, spans) / 1000)}" for c, rate in (("r_await", r), ("w_await", w))
+    r, w = median_in(timeline, "r/s", spans), median_in(timeline, "w/s", spans)
+    waits = " and ".join(f"{c} {humanize.latency(median_in(timeline, c, spans) / 1000)}" for c, rate in (("r_await", r), ("w_await", w))
                          if rate >= 1) or "no await"
     cap = " + ".join(f"~{humanize.approx(v)} {what}/s" for v, what in ((r, "reads"), (w, "writes")) if v >= 1) or "~0 IO/s"
     return f"it stayed at ~{humanize.approx(r + w)} IOPS with {waits} — a cap at {cap}"
