@@ -346,3 +346,19 @@ def test_chart_legends_say_the_axis_unit_sit_beside_the_data_and_the_cap_is_draw
     assert caps == {"cap ~700 r/s": pytest.approx(700, rel=0.03), "cap ~300 w/s": pytest.approx(300, rel=0.03)}, caps
     [headline] = [v for v in report.verdicts if v.kind == "headline" and v.data["device"] == "loop0"]
     assert "a cap at ~700 reads/s + ~300 writes/s" in headline.text
+
+
+def test_the_rule_watched_the_loads_of_a_quiet_disk_and_the_whole_window_of_a_busy_one():
+    """How long the SLA rule could watch: a disk quiet between fio's loads has only the loads to judge (each 2m30s: not
+    decided against 5 minutes); a disk with its own traffic between them was watched for the whole window."""
+    from fioscope.reporting.diagnosis import Measured
+    from fioscope.reporting.phases import Phase
+
+    def idle(iops: float, util: float, start: float, end: float) -> Phase:
+        return Phase("idle", "idle", start, end, {"iops": iops, "util": util})
+
+    loads = [Phase("load", "a", 30, 180), Phase("load", "b", 210, 360)]
+    quiet = Measured.of(0, 375, [idle(0.2, 0.1, 0, 30), loads[0], idle(0.0, 0.0, 180, 210), loads[1]])
+    assert (quiet.seconds, quiet.what) == (150, "the longest load lasted 2m30s") and quiet.too_short(300)
+    busy = Measured.of(0, 3600, [idle(400, 30, 0, 30), loads[0], idle(350, 25, 180, 3600)])
+    assert (busy.seconds, busy.what) == (3600, "the samples cover 1 hour") and not busy.too_short(300)

@@ -35,6 +35,7 @@ from .phases import (
     Phase,
     RunWindow,
     headline,
+    idle_is_clean,
     is_idle_device,
     median_in,
     phase_rows,
@@ -297,9 +298,10 @@ class Measured:
 
     @classmethod
     def of(cls, start: float, end: float, device_phases: list[Phase] | None = None) -> Measured:
-        """The longest load phase of a device that carried fio loads (its idle phases have no I/O to judge), else the window."""
+        """The longest load phase of a device that carried fio loads and was quiet between them (the rule's await then
+        judges only the loads), else the window (a device with its own traffic: the rule watched all of it)."""
         loads = [p.end - p.start for p in device_phases or [] if p.kind == "load"]
-        if loads:
+        if loads and all(idle_is_clean(p) for p in device_phases or [] if p.kind == "idle"):
             return cls(max(loads), f"the longest load lasted {humanize.span(max(loads))}" if len(loads) > 1
                        else f"the load lasted {humanize.span(loads[0])}")
         return cls(end - start, f"the samples cover {humanize.span(end - start)}")

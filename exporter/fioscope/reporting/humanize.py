@@ -41,8 +41,11 @@ def latency(seconds: float | None) -> str:
 
 
 def span(seconds: float) -> str:
-    """A length of time in words where it is whole minutes ("5 minutes"), else as a duration ("2m32s")."""
+    """A length of time in words where it is whole hours or minutes ("5 minutes"), else as a duration ("2m32s")."""
     whole = round(seconds)
+    if whole >= 3600 and whole % 3600 == 0:
+        hours = whole // 3600
+        return f"{hours} hour{'s' if hours != 1 else ''}"
     if whole >= 60 and whole % 60 == 0:
         minutes = whole // 60
         return f"{minutes} minute{'s' if minutes != 1 else ''}"
