@@ -154,7 +154,7 @@ def test_no_data_is_grey_never_green():
     quiet = Timeline("vm", "vdb", {c: [(float(t), 0.0) for t in range(10)] for c in COLUMNS}, 1.0)
     verdict = await_verdict("vdb", "vdb", quiet, [])
     assert verdict.ok is None and "no data" in verdict.text
-    assert headline(Timeline("vm", "vdb", {c: [] for c in COLUMNS}), [], [], "") == (None, "vdb: no data")
+    assert headline(Timeline("vm", "vdb", {c: [] for c in COLUMNS}), [], []) == (None, "vdb: no data")
 
 
 def test_downsampling_keeps_each_buckets_minimum_and_maximum():

@@ -268,12 +268,15 @@ class Sampler(threading.Thread):
 class Progress:
     """``[2/5] cloud-sla-70-30 at 700+300 IOPS, 35s left; all done in 2m10s`` on a terminal, one line per phase elsewhere."""
 
-    def __init__(self, plan: list[Phase], stream: TextIO | None = None):
+    def __init__(self, plan: list[Phase], stream: TextIO | None = None, stopped: threading.Event | None = None):
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() and not os.environ.get("CI")
         self.plan = plan
+        self.stopped = stopped or threading.Event()
 
     def phase(self, index: int, started: float) -> None:
+        if self.stopped.is_set():  # "stopping" was said: fio's last status reports while it stops print no progress under it
+            return
         p = self.plan[index]
         this = max(0.0, p.seconds - (time.monotonic() - started))
         left = this + sum(q.seconds for q in self.plan[index + 1:])
@@ -404,7 +407,7 @@ def run_capture(args, thresholds: Thresholds) -> int:
     signals = (signal.SIGINT, signal.SIGTERM)
     for s in signals:
         signal.signal(s, interrupts)
-    progress = Progress(plan)
+    progress = Progress(plan, stopped=stop)
     sampler = Sampler(devices, interval, output / "samples" / "diskstats.jsonl")
     phases_log: list[dict] = []
     failures: list[tuple[float, float, str, str]] = []

@@ -24,6 +24,9 @@ class Verdict:
     ok: bool | None  # None: informational
     text: str
     data: dict = field(default_factory=dict)  # figures behind the verdict (data-* attributes in a report)
+    # False: the check needs a longer window than what was measured (a rule's ``for:`` longer than the capture or its
+    # loads), so it could not fail: ok is None and the text says "not decided", with the figure it would judge
+    decided: bool = True
 
 
 def p99(lat: Latency | None) -> float | None:

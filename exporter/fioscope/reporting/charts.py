@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import matplotlib
 
@@ -53,9 +54,15 @@ def plain(text: str) -> str:
     return text.replace("$", r"\$")
 
 
-def _figure() -> tuple[Figure, Axes]:
-    fig = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout="constrained")
+def _figure(layout: Literal["constrained"] | None = "constrained") -> tuple[Figure, Axes]:
+    fig = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout=layout)
     return fig, fig.add_subplot()
+
+
+# a time chart's axes at one place on every figure (fractions of it): the charts of a device, stacked on the page, share
+# their time axis pixel for pixel (a layout engine fitted each to its own tick labels and legend, so their left edges
+# differed); the legend goes right of the axes, never over the data; the run labels go above the axes, under the title
+TIME_AXES = {"left": 0.1, "right": 0.835, "bottom": 0.17, "top": 0.78}
 
 
 def _utc(ts: Sequence[float]) -> list[float]:
@@ -64,17 +71,22 @@ def _utc(ts: Sequence[float]) -> list[float]:
 
 
 def time_chart(name: str, title: str, lines: list[Line], unit: str, windows: list[Window], percent: bool = False,
-               formatter: Formatter | None = None, ylabel: str = "", span: tuple[float, float] | None = None) -> Chart:
-    """Lines over UTC time, each window shaded and labelled; ``formatter`` overrides the engineering-unit axis."""
-    fig, ax = _figure()
+               formatter: Formatter | None = None, ylabel: str = "", span: tuple[float, float] | None = None,
+               levels: Sequence[tuple[str, float]] = ()) -> Chart:
+    """Lines over UTC time, each window shaded and labelled; ``formatter`` overrides the engineering-unit axis;
+    ``levels``: (label, value) drawn as dashed horizontal lines (a ceiling the verdict names), named in the legend."""
+    fig, ax = _figure(layout=None)
+    fig.subplots_adjust(**TIME_AXES)
     for line in lines:
         if line.times:
             ax.plot(_utc(line.times), line.values, label=plain(line.label), linewidth=1.2)
+    for i, (label, value) in enumerate(levels):
+        ax.axhline(value, color=f"C{i}", linestyle="--", linewidth=1, alpha=0.8, label=plain(label))
     for i, w in enumerate(windows):
         # an edge too: a 2 s run on an hour's axis is narrower than a pixel, and must still show
         ax.axvspan(*_utc([w.start, w.end]), facecolor="tab:orange", alpha=0.2, edgecolor="tab:orange", linewidth=0.8)
-        ax.annotate(plain(w.label), xy=(_utc([w.start])[0], 1.0), xycoords=("data", "axes fraction"), xytext=(2, -10 - 10 * (i % 3)),
-                    textcoords="offset points", fontsize=7, color="tab:brown")
+        ax.annotate(plain(w.label), xy=(_utc([w.start])[0], 1.0), xycoords=("data", "axes fraction"), xytext=(2, 2 + 9 * (i % 3)),
+                    textcoords="offset points", fontsize=7, color="tab:brown", va="bottom", annotation_clip=False)
     ax.yaxis.set_major_formatter(formatter or (PercentFormatter(1.0) if percent else EngFormatter(unit=unit)))
     if ylabel:
         ax.set_ylabel(ylabel)
@@ -82,13 +94,13 @@ def time_chart(name: str, title: str, lines: list[Line], unit: str, windows: lis
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=dt.UTC))
     ax.set_xlabel("time (UTC)")
-    ax.set_title(plain(title), fontsize=10, loc="left")
+    ax.set_title(plain(title), fontsize=10, loc="left", pad=4 + 9 * min(3, len(windows)))  # above the run labels
     ax.set_ylim(bottom=0)
     if span:  # every chart of a report on one time axis, so a run's shading lines up from chart to chart
         ax.set_xlim(*_utc(span))
     ax.grid(alpha=0.3)
     if any(line.times for line in lines):
-        ax.legend(fontsize=7, loc="upper right", ncols=min(5, len(lines)))
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
     return Chart(name, title, fig)
 
 

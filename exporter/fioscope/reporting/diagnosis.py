@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from fioscope_mixin import columns
 from fioscope_mixin import names as n
+from fioscope_mixin.prometheus import rule_groups
+from fioscope_mixin.settings import SettingsError, duration
 from fioscope_mixin.units import format_duration
 from matplotlib.ticker import PercentFormatter
 
@@ -27,7 +29,19 @@ from ..verdicts import etcd_fsync
 from . import ReportError, humanize
 from .charts import Line, Window, time_chart
 from .html import Report, Section, Table, Verdict
-from .phases import IDLE_DEVICE_UTIL, PHASE_COLUMNS, Phase, RunWindow, headline, is_idle_device, phase_rows, phases, throttled_spans
+from .phases import (
+    IDLE_DEVICE_UTIL,
+    PHASE_COLUMNS,
+    Phase,
+    RunWindow,
+    headline,
+    idle_is_clean,
+    is_idle_device,
+    median_in,
+    phase_rows,
+    phases,
+    throttled_spans,
+)
 from .prometheus import Prometheus, Series, step_for
 from .timeline import COLUMNS, MAX_POINTS, CpuTimeline, DiskCounters, Timeline, cpu_from_counters, from_counters, limit
 
@@ -154,7 +168,7 @@ def diagnose(inp: DiagnosisInput) -> Report:
                           + (f" Long series are downsampled to at most {MAX_POINTS} points, keeping each bucket's minimum"
                              " and maximum (peaks survive)." if any(t.downsampled for t in drawn) else ""))
     if not names:
-        report.summary.append("Device names: fioscope_disk_info not found, kernel names only.")
+        report.summary.append("Devices are shown by their kernel names (no volume names, such as LVM or md, were found).")
     idle: list[str] = []
     devices_json: list[dict] = []
     for timeline, shown in sorted(zip(timelines, drawn), key=lambda p: (p[0].host, p[0].device)):
@@ -176,8 +190,10 @@ def diagnose(inp: DiagnosisInput) -> Report:
                                  "idle": True, "charted": False, "series": {c: [] for c in COLUMNS}})
             continue
         device_phases = phases(timeline, runs, start, end)
-        alerts = ", ".join(sorted({f.alertname for f in throttle}))
-        ok, text = headline(timeline, device_phases, throttled_spans(windows, device_phases), alerts)
+        alerts = ", ".join(sorted({f.alertname for f in throttle}))  # report.json and the details section; plain words on the page
+        slack = max(timeline.interval, inp.step)  # one sample (or evaluation step) either side of the alert's window
+        held = throttled_spans(windows, device_phases, slack)
+        ok, text = headline(timeline, device_phases, held)
         if failed:
             more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
             ok, text = False, f"{device}: inconclusive — the load failed: {failed[0]}{more}"
@@ -185,22 +201,23 @@ def diagnose(inp: DiagnosisInput) -> Report:
         report.verdicts.append(Verdict("headline", ok, text, {"device": device, "host": timeline.host}))
         extra: list[Verdict] = []
         if throttle:
-            spans_ = throttled_spans(windows, device_phases)
-            ceiling = statistics.median([v for t, v in timeline.iops() if any(a <= t <= b for a, b in spans_)] or [0.0])
+            ceiling = statistics.median([v for t, v in timeline.iops() if any(a <= t <= b for a, b in held)] or [0.0])
             extra.append(Verdict("throttled", False, f"{label}: THROTTLED — IOPS flat at a ceiling of {humanize.count(ceiling)}/s "
-                                 f"({', '.join(f'{fmt_time(a)}–{fmt_time(b)[11:]}' for a, b in windows[:4])} UTC; {alerts}); "
+                                 f"({', '.join(f'{fmt_time(a)}–{fmt_time(b)[11:]}' for a, b in windows[:4])} UTC); "
                                  f"declared limit: {limits.get(device) or 'none declared'}",
-                                 {"device": device, "ceiling-iops": f"{ceiling:.1f}"}))
+                                 {"device": device, "ceiling-iops": f"{ceiling:.1f}", "alerts": alerts}))
         else:
             extra.append(Verdict("throttled", True, f"{label}: not throttled (no throttling signature in the window)"
                                  + (f"; declared limit: {limits[device]}" if limits.get(device) else ""), {"device": device}))
         above_sla = [f for f in mine if f.alertname in SLA_ALERTS]
-        extra.append(await_verdict(label, device, timeline, above_sla, inp.thresholds.sla_seconds(device)))
+        extra.append(await_verdict(label, device, timeline, above_sla, inp.thresholds.sla_seconds(device),
+                                   duration(inp.thresholds.settings, "durations", "latency_sla"), Measured.of(start, end, device_phases)))
         report.verdicts += extra
-        section = device_section(label, shown, [r for r in runs if r.loads(device)], device_phases, (start, end))
+        section = device_section(label, shown, [r for r in runs if r.loads(device)], device_phases, (start, end), held)
         report.sections.append(section)
         devices_json.append({"device": device, "host": timeline.host, "verdict": text, "ok": ok, "idle": False, "charted": True,
                              "load_failed": failed[0] if failed else None,
+                             "throttled": [[a, b] for a, b in held],  # the headline's windows: when the throttling alert held
                              "downsampled": shown.downsampled, "interval": timeline.interval,
                              "phases": [{"kind": p.kind, "label": p.label, "start": p.start, "end": p.end, "failed": p.failed or None,
                                          **{k: (None if math.isnan(v) else v) for k, v in p.stats.items()}} for p in device_phases],
@@ -210,17 +227,13 @@ def diagnose(inp: DiagnosisInput) -> Report:
                                        + ", ".join(idle), {"count": len(idle)}))
     report.verdicts += fio_sla_verdicts(inp.fio)
     report.verdicts += fsync_verdicts(inp.fio, fired, inp.thresholds)
-    iowait = [f for f in fired if f.alertname in IOWAIT_ALERTS]
-    report.verdicts.append(Verdict("iowait", not iowait, f"iowait episodes: {len(iowait)}" + "".join(
-        f"; {fmt_time(f.start)}–{fmt_time(f.end)[11:]} on {f.labels.get('host') or f.labels.get('instance', '')}" for f in iowait[:5])))
+    report.verdicts.append(iowait_verdict(inp.cpus, fired, inp.thresholds, Measured.of(start, end)))
     names_fired = sorted({f.alertname for f in fired})
-    report.verdicts.append(Verdict("alerts", not fired, f"alerts that fired: {', '.join(names_fired) if names_fired else 'none'}",
-                                   {"count": len(fired)}))
-    if fired:
-        rows = [[f.alertname, f.labels.get("severity", ""), ", ".join(f"{k}={v}" for k, v in sorted(f.labels.items())
-                                                                  if k in ("host", "instance", "device", "jobname", "target")),
-                 fmt_time(f.start), fmt_time(f.end)] for f in sorted(fired, key=lambda f: f.start)]
-        report.sections.append(Section("Alerts that fired", tables=[Table(["alert", "severity", "where", "from (UTC)", "to (UTC)"], rows)]))
+    meaning = alert_summaries(inp.thresholds)
+    said = list(dict.fromkeys(meaning.get(name) or name for name in names_fired))
+    report.verdicts.append(Verdict("alerts", not fired, f"alerts that fired: {'; '.join(said) if said else 'none'}"
+                                   + (" (the rules by name: Details, at the end)" if fired else ""),
+                                   {"count": len(fired), "alerts": ", ".join(names_fired)}))
     if runs:
         report.summary.append(f"{len(runs)} fio run(s) in the window, each shaded on the charts of the device it loaded: "
                               + "; ".join(f"{r.label} on {r.device or 'an unknown device'} {fmt_time(r.start)[11:]}–{fmt_time(r.end)[11:]}"
@@ -230,12 +243,32 @@ def diagnose(inp: DiagnosisInput) -> Report:
         report.sections.append(Section(f"avg-cpu ({cpu.host})", charts=[time_chart(
             _slug(f"cpu-{cpu.host}"), f"avg-cpu ({cpu.host})", lines, "", [Window(r.label, r.start, r.end) for r in runs],
             formatter=PercentFormatter(100), span=(start, end))]))
+    if fired:  # the rules by name, for a colleague who knows them: last, folded (report.json has them too)
+        rows = [[f.alertname, meaning.get(f.alertname, ""), f.labels.get("severity", ""),
+                 ", ".join(f"{k}={v}" for k, v in sorted(f.labels.items()) if k in ("host", "instance", "device", "jobname", "target")),
+                 fmt_time(f.start), fmt_time(f.end)] for f in sorted(fired, key=lambda f: f.start)]
+        report.sections.append(Section("Details: the alert rules that fired", details=True, tables=[
+            Table(["alert", "what it says", "severity", "where", "from (UTC)", "to (UTC)"], rows)]))
     report.json = {"kind": "diagnosis", "window": {"start": start, "end": end},
                    "runs": [{"job": r.job, "start": r.start, "end": r.end, "device": r.device, "host": r.host, "label": r.label,
                              "profile": r.profile, "target": r.target, "iops": r.iops, "failed": r.failed or None} for r in runs],
-                   "devices": devices_json}
+                   "devices": devices_json,
+                   # the rules by name (the page says what they mean, and names them only in its details section)
+                   "alerts": [{"alert": f.alertname, "summary": meaning.get(f.alertname, ""),
+                               "labels": {k: v for k, v in f.labels.items() if k != "__name__"}, "start": f.start, "end": f.end}
+                              for f in sorted(fired, key=lambda f: f.start)]}
     report.summary += inp.notes
     return report
+
+
+def alert_summaries(thresholds: Thresholds) -> dict[str, str]:
+    """Each alert's summary, in plain words ("Disk throttled while fio loads it"), as the rules generated from ``thresholds``
+    say it: what the page shows in place of the rule's name."""
+    try:
+        groups = rule_groups(thresholds.settings)["alerts/alerts.rules.yaml"]
+    except (SettingsError, KeyError):
+        return {}
+    return {r["alert"]: str(r.get("annotations", {}).get("summary", "")) for g in groups for r in g.get("rules", []) if "alert" in r}
 
 
 def load_failures(device: str, runs: list[RunWindow], failed_loads: list[tuple[float, float, str, str]]) -> list[str]:
@@ -256,9 +289,37 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
 
 
-def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firing], sla: float | None = None) -> Verdict:
+@dataclass
+class Measured:
+    """How long a check's rule could watch: ``seconds`` and the words for it ("the longest load lasted 2m30s")."""
+
+    seconds: float
+    what: str
+
+    @classmethod
+    def of(cls, start: float, end: float, device_phases: list[Phase] | None = None) -> Measured:
+        """The longest load phase of a device that carried fio loads and was quiet between them (the rule's await then
+        judges only the loads), else the window (a device with its own traffic: the rule watched all of it)."""
+        loads = [p.end - p.start for p in device_phases or [] if p.kind == "load"]
+        if loads and all(idle_is_clean(p) for p in device_phases or [] if p.kind == "idle"):
+            return cls(max(loads), f"the longest load lasted {humanize.span(max(loads))}" if len(loads) > 1
+                       else f"the load lasted {humanize.span(loads[0])}")
+        return cls(end - start, f"the samples cover {humanize.span(end - start)}")
+
+    def too_short(self, hold: float) -> bool:
+        return self.seconds < hold
+
+
+def undecided(kind: str, text: str, hold: float, measured: Measured, data: dict) -> Verdict:
+    """A check whose rule needs ``hold`` (its ``for:``) but had only ``measured``: it could not fail, so it is not decided."""
+    return Verdict(kind, None, f"{text}; the rule needs {humanize.span(hold)}, {measured.what}", data, decided=False)
+
+
+def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firing], sla: float | None = None,
+                  hold: float = 0.0, measured: Measured | None = None) -> Verdict:
     """The latency SLA rule's verdict (``sla``: the device's in seconds, default the shipped settings'), with the await the
-    samples show; no samples is "no data", never a pass."""
+    samples show; no samples is "no data", never a pass. ``hold``: the rule's ``for:``; where ``measured`` is shorter
+    the rule could not fire, and a check it did not fail is "not decided"."""
     sla = shipped().sla_seconds(device) if sla is None else sla
     reads, writes = timeline.values("r/s"), timeline.values("w/s")
     r_await, w_await = timeline.values("r_await"), timeline.values("w_await")
@@ -266,13 +327,17 @@ def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firin
                      if r + w > 0 and not math.isnan(ra + wa))
     sla_text = humanize.latency(sla) if sla else "(threshold unknown)"
     if above:
-        return Verdict("sla", False, f"{label}: latency SLA NOT met: await above {sla_text} from {fmt_time(above[0].start)} UTC "
-                       f"({above[0].alertname})", {"device": device})
+        return Verdict("sla", False, f"{label}: latency SLA NOT met: await above {sla_text} from {fmt_time(above[0].start)} UTC",
+                       {"device": device, "alerts": above[0].alertname})
     if not samples:
         return Verdict("sla", None, f"{label}: latency SLA: no data (no I/O completed, so no await)", {"device": device})
     worst = samples[min(len(samples) - 1, int(0.99 * len(samples)))]
-    if sla and worst / 1000 > sla:  # above the line, but not for as long as the rule's for: asks
-        above_s = sum(1 for x in samples if x / 1000 > sla) * (timeline.interval or 0)
+    above_s = sum(1 for x in samples if sla and x / 1000 > sla) * (timeline.interval or 0)
+    if measured and measured.too_short(hold):
+        exceeded = f"{sla_text} exceeded for {humanize.span(above_s)}" if above_s else f"never above {sla_text}"
+        return undecided("sla", f"{label}: latency SLA not decided: await p99 {humanize.latency(worst / 1000)}; {exceeded}",
+                         hold, measured, {"device": device})
+    if above_s:  # above the line, but not for as long as the rule's for: asks
         return Verdict("sla", None, f"{label}: latency SLA not failed by the rule: await above {sla_text} for about "
                        f"{format_duration(above_s)}, shorter than the rule asks before it fires; "
                        f"await p99 {humanize.latency(worst / 1000)}",
@@ -282,18 +347,53 @@ def await_verdict(label: str, device: str, timeline: Timeline, above: list[Firin
                    "over the samples with I/O", {"device": device})
 
 
+def iowait_verdict(cpus: list[CpuTimeline], fired: list[Firing], thresholds: Thresholds, measured: Measured) -> Verdict:
+    """The iowait rule's verdict with the figure it judges: how long iowait stood above its line while the CPUs were
+    otherwise idle, and its peak. Where the window is shorter than the rule's ``for:`` it could not fire: not decided."""
+    episodes = [f for f in fired if f.alertname in IOWAIT_ALERTS]
+    t = thresholds.settings.get("thresholds", {})
+    line, busy = 100 * float(t.get("iowait_ratio", 0.2)), 100 * float(t.get("iowait_busy_cpu_ratio", 0.2))
+    hold = duration(thresholds.settings, "durations", "iowait")
+    figures = []
+    for cpu in sorted(cpus, key=lambda c: c.host):
+        points = list(zip(*(cpu.series.get(m, []) for m in ("iowait", "user", "system"))))
+        if not points:
+            continue
+        times = [p[0][0] for p in points]
+        step = statistics.median([b - a for a, b in zip(times, times[1:])] or [0.0])
+        above = sum(1 for (_, io), (_, us), (_, sy) in points if io > line and us + sy < busy) * step
+        peak = max(io for (_, io), _, _ in points)
+        figures.append(f"iowait peak {peak:.0f} %" + (f", above {line:.0f} % with the CPUs otherwise idle for {humanize.span(above)}"
+                                                     if above else f", never above {line:.0f} % with the CPUs otherwise idle")
+                       + (f" on {cpu.host}" if len(cpus) > 1 else ""))
+    figure = "; ".join(figures) or "no CPU figures"
+    data = {"count": len(episodes)}
+    if episodes:
+        return Verdict("iowait", False, f"iowait episodes: {len(episodes)}" + "".join(
+            f"; {fmt_time(f.start)}–{fmt_time(f.end)[11:]} on {f.labels.get('host') or f.labels.get('instance', '')}"
+            for f in episodes[:5]), data)
+    if measured.too_short(hold):
+        return undecided("iowait", f"iowait: not decided: {figure}", hold, measured, data)
+    return Verdict("iowait", True, f"iowait episodes: 0 ({figure})", data)
+
+
 def device_section(label: str, timeline: Timeline, runs: list[RunWindow], device_phases: list[Phase],
-                   span: tuple[float, float]) -> Section:
+                   span: tuple[float, float], held: list[tuple[float, float]] | None = None) -> Section:
+    """``held``: when the device was throttled; its IOPS chart then marks the cap per direction the headline names."""
     slug = _slug(f"{timeline.host}-{timeline.device}")
     shaded = [Window(r.label, r.start, r.end) for r in runs]
 
-    def lines(*columns: str, scale: float = 1.0) -> list[Line]:
-        return [Line(c, [t for t, _ in timeline.values(c)], [v * scale for _, v in timeline.values(c)]) for c in columns]
+    def lines(*columns: str, scale: float = 1.0, labels: tuple[str, ...] = ()) -> list[Line]:
+        return [Line(label, [t for t, _ in timeline.values(c)], [v * scale for _, v in timeline.values(c)])
+                for c, label in zip(columns, labels or columns)]
 
+    caps = [(f"cap ~{humanize.approx(v)} {c}", v) for c in ("r/s", "w/s") if (v := median_in(timeline, c, held or [])) >= 1]
     charts = [
         time_chart(f"{slug}-iops", f"{timeline.device} IOPS", lines("r/s", "w/s"), "", shaded, formatter=humanize.count_axis("IO/s"),
-                   ylabel="IO/s", span=span),
-        time_chart(f"{slug}-throughput", f"{timeline.device} throughput (MiB/s)", lines("rkB/s", "wkB/s", scale=1 / 1024), "", shaded,
+                   ylabel="IO/s", span=span, levels=caps),
+        # iostat's rkB/s and wkB/s, drawn in MiB/s: named by what the axis shows
+        time_chart(f"{slug}-throughput", f"{timeline.device} throughput (MiB/s)",
+                   lines("rkB/s", "wkB/s", scale=1 / 1024, labels=("read MiB/s", "write MiB/s")), "", shaded,
                    formatter=humanize.count_axis("MiB/s"), ylabel="MiB/s", span=span),
         time_chart(f"{slug}-await", f"{timeline.device} await", lines("r_await", "w_await"), "", shaded,
                    formatter=humanize.latency_axis(), span=span),
@@ -435,8 +535,8 @@ def fsync_verdicts(fio: FioFigures, fired: list[Firing], thresholds: Thresholds)
         jobname = labels.get("jobname", "")
         out.append(etcd_fsync(p99, thresholds, f"etcd fsync: {jobname}{' (' + where + ')' if where else ''}", {"jobname": jobname}))
     if slow:
-        out.append(Verdict("etcd-fsync", False, f"etcd fsync: FAIL ({slow[0].alertname} from {fmt_time(slow[0].start)} UTC)",
-                           {"level": "fail"}))
+        out.append(Verdict("etcd-fsync", False, f"etcd fsync: FAIL (fdatasync too slow for etcd from {fmt_time(slow[0].start)} UTC)",
+                           {"level": "fail", "alerts": slow[0].alertname}))
     if not out:
         out.append(Verdict("etcd-fsync", None, "etcd fsync: no data (no fdatasync measurement in the window)", {"level": "no data"}))
     return out

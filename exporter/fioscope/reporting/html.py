@@ -47,6 +47,7 @@ class Section:
     lines: list[str] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
+    details: bool = False  # folded at the end of the page (<details>): names and figures for a colleague, not the verdict
 
 
 @dataclass
@@ -90,7 +91,8 @@ def _png(chart: Chart) -> bytes:
 def _cover(report: Report) -> Figure:
     """The PDF's first page: the title, what was looked at and the verdicts, as text."""
     fig = Figure(figsize=(8.27, 11.69))
-    lines = [*report.summary, "", *(("PASS  " if v.ok else "FAIL  " if v.ok is False else "      ") + v.text for v in report.verdicts)]
+    marks = {True: "PASS", False: "FAIL", None: ""}
+    lines = [*report.summary, "", *(f"{marks[v.ok] if v.decided else 'NOT DECIDED':12}{v.text}" for v in report.verdicts)]
     fig.text(0.06, 0.96, plain(report.title), fontsize=13, weight="bold", va="top", wrap=True)
     fig.text(0.06, 0.92, plain("\n".join(textwrap.fill(line, 110) for line in lines)), fontsize=7, va="top", family="monospace")
     return fig

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from fioscope_mixin.units import format_duration
 from matplotlib.ticker import FuncFormatter
 
 
@@ -17,6 +18,13 @@ def count(value: float, unit: str = "") -> str:
         return f"{value} {unit}".strip()
     text = "0" if value == 0 else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 1 else f"{value:.2f}"
     return f"{text} {unit}".strip()
+
+
+def approx(value: float) -> str:
+    """A figure read off a chart, to two significant digits: ~1,000 for 1,004 (a cap is a round number)."""
+    if not math.isfinite(value) or value == 0:
+        return count(value)
+    return count(round(value, 1 - math.floor(math.log10(abs(value)))))
 
 
 def latency(seconds: float | None) -> str:
@@ -30,6 +38,18 @@ def latency(seconds: float | None) -> str:
     if abs(seconds) < 1:
         return f"{seconds * 1e3:.3g} ms"
     return f"{seconds:.3g} s"
+
+
+def span(seconds: float) -> str:
+    """A length of time in words where it is whole hours or minutes ("5 minutes"), else as a duration ("2m32s")."""
+    whole = round(seconds)
+    if whole >= 3600 and whole % 3600 == 0:
+        hours = whole // 3600
+        return f"{hours} hour{'s' if hours != 1 else ''}"
+    if whole >= 60 and whole % 60 == 0:
+        minutes = whole // 60
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return format_duration(whole)
 
 
 def binary(value: float, unit: str = "B") -> str:

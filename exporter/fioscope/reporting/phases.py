@@ -60,6 +60,16 @@ class Phase:
     end: float
     stats: dict[str, float] = field(default_factory=dict)  # mean of each column; "peak-iops"; "samples"
     failed: str = ""  # a load phase whose load failed: why
+    job: str = ""  # a load phase's fio job and the rate it asked for (rate_iops, "700,300"; "" unpaced)
+    asked: str = ""
+
+    @property
+    def demand(self) -> float:
+        """The IOPS the load asked for (read + write of rate_iops), 0 where it did not pace itself."""
+        try:
+            return sum(float(x) for x in self.asked.split(",") if x.strip())
+        except ValueError:
+            return 0.0
 
 
 def _mean(values: list[float]) -> float:
@@ -87,7 +97,7 @@ def phases(timeline: Timeline, runs: list[RunWindow], start: float, end: float) 
     for run in mine:
         if run.start - cursor >= interval:
             out.append(Phase("idle", "idle", cursor, run.start))
-        out.append(Phase("load", run.label, run.start, run.end, failed=run.failed))
+        out.append(Phase("load", run.label, run.start, run.end, failed=run.failed, job=run.job, asked=run.asked))
         cursor = max(cursor, run.end)
     if end - cursor >= interval:
         out.append(Phase("idle", "idle", cursor, end))
@@ -117,13 +127,16 @@ def is_idle_device(timeline: Timeline, runs: list[RunWindow], named_by_alerts: b
     return not util or max(util) < IDLE_DEVICE_UTIL
 
 
-def throttled_spans(firing_windows: list[tuple[float, float]], device_phases: list[Phase]) -> list[tuple[float, float]]:
-    """When the device was throttled, as a person tells it: a firing during a load phase stands for that whole phase
-    (the rule fires after its ``for:`` and holds a rate window past the run's end); a firing outside fio's load as it is."""
+def throttled_spans(firing_windows: list[tuple[float, float]], device_phases: list[Phase],
+                    slack: float = 0.0) -> list[tuple[float, float]]:
+    """When the device was throttled: when the throttling alert held, within the load phase it held in (it holds a rate
+    window, live its keep_firing_for too, past the run's end: cut at the phase's end); ``slack`` (one sample or
+    evaluation step) lets a firing that starts just after a load's end count for that load. A firing outside fio's
+    load stays as it is."""
     out = set()
     for a, b in firing_windows:
-        loads = [p for p in device_phases if p.kind == "load" and p.start <= b and a <= p.end + 120]
-        out |= {(p.start, p.end) for p in loads} or {(a, b)}
+        loads = [p for p in device_phases if p.kind == "load" and p.start <= b and a <= p.end + slack]
+        out |= {(min(max(a, p.start), p.end), min(b, p.end)) for p in loads} or {(a, b)}
     return sorted(out)
 
 
@@ -131,7 +144,7 @@ def hhmmss(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%H:%M:%S")
 
 
-def headline(timeline: Timeline, device_phases: list[Phase], throttled: list[tuple[float, float]], alerts: str) -> tuple[bool | None, str]:
+def headline(timeline: Timeline, device_phases: list[Phase], throttled: list[tuple[float, float]]) -> tuple[bool | None, str]:
     """One sentence a person reads first: (ok, text); ok None where there is no data. ``throttled``: ``throttled_spans``."""
     name = timeline.device
     if not any(timeline.series.values()):
@@ -144,23 +157,56 @@ def headline(timeline: Timeline, device_phases: list[Phase], throttled: list[tup
         idle_text = "idle periods were clean" if not noisy else f"idle periods were not quiet ({noise})"
     else:
         idle_text = "no idle period to compare with"
+    # each load in words, in time order: what it asked and what the disk did (the cap where the throttling alert held)
+    many = sum(1 for p in loads if _inside(p, throttled)) > 1  # then each load's clause says its own window
+    clauses = [_load_clause(timeline, p, loads[0], throttled, many) for p in loads if not p.failed]
     if throttled:
-        a, b = min(s for s, _ in throttled), max(e for _, e in throttled)
-
-        def during(column: str) -> float:
-            return statistics.median([v for t, v in timeline.values(column) if any(s <= t <= e for s, e in throttled)] or [0.0])
-
-        return False, (f"{name} was throttled from {hhmmss(a)} to {hhmmss(b)} UTC at ~{humanize.count(during('r/s'))} reads/s "
-                       f"and ~{humanize.count(during('w/s'))} writes/s ({alerts}); {idle_text}")
-    if loads:
-        peak = max(p.stats["peak-iops"] for p in loads)
-        worst = max(max(p.stats["r_await"], p.stats["w_await"]) for p in loads)
-        return True, (f"{name} carried {len(loads)} fio run(s), peak {humanize.count(peak)} IO/s at mean await up to "
-                      f"{humanize.latency(worst / 1000)}; not throttled; {idle_text}")
+        if not any(_inside(p, throttled) for p in loads):  # throttled outside fio's loads: the customer's own workload
+            clauses.append(_cap_clause(timeline, throttled))
+        return False, f"{name} was throttled {_spans_text(throttled)} UTC: " + "; ".join(clauses) + f"; {idle_text}"
+    if clauses:
+        return True, f"{name}: not throttled; " + "; ".join(clauses) + f"; {idle_text}"
     iops = [v for _, v in timeline.iops()]
     util = [v for _, v in timeline.values("util")]
     return True, (f"{name}: no fio run on it; {humanize.count(_mean(iops))} IO/s and util {_mean(util):.0f} % on average "
                   f"(peak {humanize.count(max(iops, default=0))} IO/s); not throttled")
+
+
+def _spans_text(spans: list[tuple[float, float]]) -> str:
+    return " and ".join(f"from {hhmmss(a)} to {hhmmss(b)}" for a, b in spans[:3]) + (" and later" if len(spans) > 3 else "")
+
+
+def _inside(phase: Phase, spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    return [(a, b) for a, b in spans if phase.start <= a and b <= phase.end]
+
+
+def median_in(timeline: Timeline, column: str, spans: list[tuple[float, float]]) -> float:
+    return statistics.median([v for t, v in timeline.values(column) if any(a <= t <= b for a, b in spans)] or [0.0])
+
+
+def _cap_clause(timeline: Timeline, spans: list[tuple[float, float]]) -> str:
+    """What the throttled samples show: the IOPS they stayed at, the wait behind the cap, the cap per direction."""
+    r, w = median_in(timeline, "r/s", spans), median_in(timeline, "w/s", spans)
+    waits = " and ".join(f"{c} {humanize.latency(median_in(timeline, c, spans) / 1000)}" for c, rate in (("r_await", r), ("w_await", w))
+                         if rate >= 1) or "no await"
+    cap = " + ".join(f"~{humanize.approx(v)} {what}/s" for v, what in ((r, "reads"), (w, "writes")) if v >= 1) or "~0 IO/s"
+    return f"it stayed at ~{humanize.approx(r + w)} IOPS with {waits} — a cap at {cap}"
+
+
+def _load_clause(timeline: Timeline, phase: Phase, first: Phase, throttled: list[tuple[float, float]], when: bool = False) -> str:
+    """One load phase in words: what it asked, what the disk did (the cap where the throttling alert held in it)."""
+    s = phase.stats
+    asked = f"{phase.job or phase.label} asking {humanize.count(phase.demand)} IOPS" if phase.demand else (phase.job or phase.label)
+    if phase.demand and first.demand and phase is not first and abs(phase.demand / first.demand - 1) > 0.05:
+        asked += f" ({phase.demand / first.demand:.2g}× the first load's demand)"
+    spans = _inside(phase, throttled)
+    if spans:
+        return f"{asked}: {_cap_clause(timeline, spans)}" + (f", {_spans_text(spans)}" if when else "")
+    iops, r, w = s["iops"], s["r/s"], s["w/s"]
+    wait = (s["r_await"] * r + s["w_await"] * w) / (r + w) if r + w > 0 else float("nan")
+    did = ("met it" if phase.demand and iops >= 0.9 * phase.demand
+           else f"got {humanize.count(iops)} of them" if phase.demand else f"~{humanize.count(iops)} IOPS")
+    return f"{asked}: {did}" + (f" at ~{humanize.count(iops)} IOPS" if did == "met it" else "") + f", await {humanize.latency(wait / 1000)}"
 
 
 PHASE_COLUMNS = ["phase", "from–to (UTC)", "IOPS (peak)", "r/s", "w/s", "MiB/s", "r_await", "w_await", "util", "aqu-sz"]

@@ -7,7 +7,10 @@ Contract (docs/contracts.md; add freely, rename nothing):
   with iostat's column names and units (``r/s``, ``w/s``, ``rkB/s``, ``wkB/s``, ``r_await``,
   ``w_await`` in ms, ``aqu-sz``, ``util`` in %), exactly the points drawn (empty for a device
   shown as idle in one line, not charted);
-- ``"verdicts"``: every verdict of the page (kind, ok, text, data).
+- ``"alerts"`` (diagnosis): every alert that fired, ``{"alert", "summary", "labels", "start", "end"}``: the rules by
+  name, which the page says in plain words (a verdict's ``data.alerts`` names the rules behind it);
+- ``"verdicts"``: every verdict of the page (kind, ok, decided, text, data); ``decided`` false: the check's rule needs a
+  longer window than was measured (its ``for:`` longer than the capture or its loads), so ``ok`` is null: not a pass.
 
 Performance and comparison reports carry empty ``runs`` and ``devices``.
 """
@@ -34,7 +37,7 @@ def report_json(report: Any) -> str:
     """The JSON text of a ``html.Report``."""
     doc = {"kind": report.kind, "title": report.title, "runs": [], "devices": [], **report.json,
            "summary": list(report.summary),
-           "verdicts": [{"kind": v.kind, "ok": v.ok, "text": v.text, "data": v.data} for v in report.verdicts]
-           + [{"kind": v.kind, "ok": v.ok, "text": v.text, "data": v.data, "section": s.title}
+           "verdicts": [{"kind": v.kind, "ok": v.ok, "decided": v.decided, "text": v.text, "data": v.data} for v in report.verdicts]
+           + [{"kind": v.kind, "ok": v.ok, "decided": v.decided, "text": v.text, "data": v.data, "section": s.title}
               for s in report.sections for v in s.verdicts]}
     return json.dumps(_finite(doc), indent=1, allow_nan=False) + "\n"
