@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 
 from fioscope_mixin import columns
 from fioscope_mixin import names as n
-from fioscope_mixin.units import format_duration
+from fioscope_mixin.units import format_duration, parse_duration
 from matplotlib.ticker import PercentFormatter
 
 from ..thresholds import Thresholds, shipped
 from ..verdicts import etcd_fsync
 from . import ReportError, humanize
+from .cause import CauseFindings, cause_findings
 from .charts import Line, Window, time_chart
 from .html import Report, Section, Table, Verdict
 from .phases import IDLE_DEVICE_UTIL, PHASE_COLUMNS, Phase, RunWindow, headline, is_idle_device, phase_rows, phases, throttled_spans
@@ -117,6 +118,7 @@ class DiagnosisInput:
     # (start, end, reason, device) of loads that failed (capture's phases); each run's own ``failed`` counts too: such a
     # device's verdict is "inconclusive — the load failed", never a pass
     failed_loads: list[tuple[float, float, str, str]] = field(default_factory=list)
+    causes: CauseFindings = field(default_factory=CauseFindings)  # why each device was slow, per episode (``cause``)
 
 
 def live_input(prom: Prometheus, start: float, end: float, host: str | None, devices: list[str] | None,
@@ -131,7 +133,15 @@ def live_input(prom: Prometheus, start: float, end: float, host: str | None, dev
                           firings_from_alerts(prom, start, end, step, host_m), device_names(prom, end, host_m),
                           declared_limits(prom, start, end, device_m), fio_figures(prom, start, end, host_m),
                           thresholds or shipped(), host, devices,
-                          resolution="one point per scrape, at least every 2 s (rates of node_exporter's counters between scrapes)")
+                          resolution="one point per scrape, at least every 2 s (rates of node_exporter's counters between scrapes)",
+                          causes=cause_findings(prom, start, end, step, host_m, device_m, *cause_settings(thresholds or shipped())))
+
+
+def cause_settings(thresholds: Thresholds) -> tuple[str, float]:
+    """The rules' ``thresholds.cause.demand_lookback`` (the load a device carried at its normal latency is averaged over
+    it) and ``durations.cause`` in seconds (how long a cause holds before its alert pages)."""
+    settings = thresholds.settings
+    return (str(settings["thresholds"]["cause"]["demand_lookback"]), parse_duration(str(settings["durations"]["cause"])))
 
 
 def diagnose(inp: DiagnosisInput) -> Report:
@@ -173,7 +183,8 @@ def diagnose(inp: DiagnosisInput) -> Report:
             idle.append(f"{label} (peak {humanize.count(iops)} IO/s, util {util:.0f} %)" if has_data else f"{label} (no data)")
             devices_json.append({"device": device, "host": timeline.host, "verdict": f"{device}: {'idle' if has_data else 'no data'}",
                                  "ok": True if has_data else None,
-                                 "idle": True, "charted": False, "series": {c: [] for c in COLUMNS}})
+                                 "idle": True, "charted": False, "series": {c: [] for c in COLUMNS},
+                                 "cause": inp.causes.dominant(*key), "cause_episodes": [e.json() for e in inp.causes.of(*key)]})
             continue
         device_phases = phases(timeline, runs, start, end)
         alerts = ", ".join(sorted({f.alertname for f in throttle}))
@@ -182,6 +193,8 @@ def diagnose(inp: DiagnosisInput) -> Report:
             more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
             ok, text = False, f"{device}: inconclusive — the load failed: {failed[0]}{more}"
             mark_failed(device_phases, [(a, b, why) for a, b, why, dev in inp.failed_loads if not dev or dev == device])
+        if why := inp.causes.verdict(*key):  # the cause of its slow episodes, in plain words
+            text = f"{text}; {why}"
         report.verdicts.append(Verdict("headline", ok, text, {"device": device, "host": timeline.host}))
         extra: list[Verdict] = []
         if throttle:
@@ -201,6 +214,7 @@ def diagnose(inp: DiagnosisInput) -> Report:
         report.sections.append(section)
         devices_json.append({"device": device, "host": timeline.host, "verdict": text, "ok": ok, "idle": False, "charted": True,
                              "load_failed": failed[0] if failed else None,
+                             "cause": inp.causes.dominant(*key), "cause_episodes": [e.json() for e in inp.causes.of(*key)],
                              "downsampled": shown.downsampled, "interval": timeline.interval,
                              "phases": [{"kind": p.kind, "label": p.label, "start": p.start, "end": p.end, "failed": p.failed or None,
                                          **{k: (None if math.isnan(v) else v) for k, v in p.stats.items()}} for p in device_phases],
