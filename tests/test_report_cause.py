@@ -134,3 +134,35 @@ def test_offline_levels_put_each_cause_after_what_it_reads_and_the_causes_before
     assert causes == sorted(set(causes)), causes  # one level each, in precedence order
     assert level[(n.DISK_SLOW_CAUSE, "noisy_neighbour")] > max(level[(n.DISK_SLOW_AWAIT_RATIO, "")], level[(n.DISK_NORMAL_IOPS, "")])
     assert level[(n.DISK_SLOW_CAUSE, "provider_cap")] > level[(n.DISK_CEILING, "")]
+
+
+def test_live_report_reads_the_causes_the_stack_recorded(tmp_path):
+    """The live report reads the cause series a Prometheus recorded (here one serving the capture with the rules' output
+    backfilled, as the offline report's is): the same episodes, per device, as offline."""
+    from fioscope.reporting.diagnosis import diagnose, live_input
+    from fioscope.reporting.iostat import backfilled, load_iostat
+    from fioscope.reporting.prometheus import Prometheus
+
+    captures = load_iostat(str(neighbour_capture(tmp_path / "iostat.json")))
+    start, end = captures[0].samples[0].timestamp, captures[0].samples[-1].timestamp
+    with backfilled(captures, [], tmp_path / "work") as server:
+        inp = live_input(Prometheus(server.url), start, end, "vm", None)
+    report = diagnose(inp)
+    causes = {d["device"]: (d["cause"] or {}).get("key") for d in report.json["devices"]}
+    assert causes == {"vdb": "noisy_neighbour", "vdc": None, "vdd": None}, causes
+    [headline] = [v for v in report.verdicts if v.kind == "headline" and v.data["device"] == "vdb"]
+    assert f"slow because of {PLAIN}" in headline.text
+    # an iostat capture has no requests in flight and no CPU pressure: a stall, and a wait above the disk beyond steal,
+    # cannot be decided from it, and the report says so where a slow episode gets no cause
+    assert inp.causes.missing == ["the requests in flight (a stall)", "the CPU pressure (a wait above the disk; CPU steal is read)"]
+
+
+def test_an_undecided_episode_says_what_the_data_lacked():
+    from fioscope.reporting.cause import CauseEpisode, CauseFindings
+
+    figures = {"await_seconds": 0.004, "normal_await_seconds": 0.001, "iops": 500.0, "normal_iops": 500.0}
+    found = CauseFindings([CauseEpisode("vm", "vdb", 0.0, 600.0, None, figures=figures)], ["the requests in flight (a stall)"])
+    assert found.dominant("vm", "vdb") is None
+    assert found.verdict("vm", "vdb") == ("slow (await 4 ms, 4.0x its normal of 1 ms, at 500 IO/s against the 500 IO/s it carried "
+                                          "at its normal latency), cause not decided; not in the data: the requests in flight (a stall)")
+    assert found.verdict("vm", "vdc") == ""

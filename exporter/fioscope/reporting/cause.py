@@ -18,7 +18,8 @@ from fioscope_mixin.cause import CAUSES
 from fioscope_mixin.columns import IN_FLIGHT_SERIES
 
 from . import humanize
-from .prometheus import Prometheus, Series
+from .prometheus import Prometheus, Series, spans
+from .prometheus import where_device as _key
 
 # the mixin's words, made to follow "slow because of" where they do not already
 LABELS = {**dict(CAUSES), "stall": "a stall (requests in flight, almost none completing)",
@@ -107,20 +108,6 @@ class CauseFindings:
         return ""
 
 
-def _key(labels: dict[str, str]) -> tuple[str, str]:
-    return labels.get("host") or labels.get("instance", ""), labels.get("device", "")
-
-
-def _spans(times: list[float], step: float) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for t in times:
-        if out and t - out[-1][1] <= 1.5 * step:
-            out[-1] = (out[-1][0], t)
-        else:
-            out.append((t, t))
-    return out
-
-
 def _median_in(series: Series | None, a: float, b: float) -> float | None:
     values = [v for t, v in zip(series.times, series.values) if a <= t <= b] if series else []
     return statistics.median(values) if values else None
@@ -139,12 +126,12 @@ def cause_findings(prom: Prometheus, start: float, end: float, step: float, host
     named: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for s in prom.samples(f"{n.DISK_SLOW_CAUSE}{sel}", start, end):
         cause = s.labels.get("cause", "")
-        for a, b in _spans(s.times, step):
+        for a, b in spans(s.times, step):
             found.episodes.append(CauseEpisode(*_key(s.labels), a, b, cause if cause in LABELS else None,
                                                brief=cause in HELD and b - a < hold))
             named.setdefault(_key(s.labels), []).append((a, b))
     for s in prom.samples(f"{n.DISK_SLOW_AWAIT_RATIO}{sel}", start, end):
-        for a, b in _spans(s.times, step):  # a slow stretch that overlaps no named episode: not decided
+        for a, b in spans(s.times, step):  # a slow stretch that overlaps no named episode: not decided
             if not any(a <= y and x <= b for x, y in named.get(_key(s.labels), [])):
                 found.episodes.append(CauseEpisode(*_key(s.labels), a, b, None))
     for e in found.episodes:

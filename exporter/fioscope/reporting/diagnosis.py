@@ -29,7 +29,8 @@ from .cause import CauseFindings, cause_findings
 from .charts import Line, Window, time_chart
 from .html import Report, Section, Table, Verdict
 from .phases import IDLE_DEVICE_UTIL, PHASE_COLUMNS, Phase, RunWindow, headline, is_idle_device, phase_rows, phases, throttled_spans
-from .prometheus import Prometheus, Series, step_for
+from .prometheus import Prometheus, Series, spans, step_for
+from .prometheus import where_device as _key
 from .timeline import COLUMNS, MAX_POINTS, CpuTimeline, DiskCounters, Timeline, cpu_from_counters, from_counters, limit
 
 log = logging.getLogger("fioscope.report")
@@ -46,17 +47,6 @@ class Firing:
     end: float
 
 
-def spans(times: list[float], step: float) -> list[tuple[float, float]]:
-    """Runs of consecutive sample times (a gap of more than 1.5 steps ends a run)."""
-    out: list[tuple[float, float]] = []
-    for t in times:
-        if out and t - out[-1][1] <= 1.5 * step:
-            out[-1] = (out[-1][0], t)
-        else:
-            out.append((t, t))
-    return out
-
-
 def firings_from_alerts(prom: Prometheus, start: float, end: float, step: float, matchers: str) -> list[Firing]:
     """What the live Prometheus's rule evaluation recorded: the ALERTS series."""
     result = []
@@ -68,10 +58,6 @@ def firings_from_alerts(prom: Prometheus, start: float, end: float, step: float,
 
 def fmt_time(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _key(labels: dict[str, str]) -> tuple[str, str]:
-    return labels.get("host") or labels.get("instance", ""), labels.get("device", "")
 
 
 def _matchers(host: str | None, devices: list[str] | None, by_instance: bool = False) -> tuple[str, str]:
