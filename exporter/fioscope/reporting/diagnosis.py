@@ -21,12 +21,13 @@ from fioscope_mixin import columns
 from fioscope_mixin import names as n
 from fioscope_mixin.prometheus import rule_groups
 from fioscope_mixin.settings import SettingsError, duration
-from fioscope_mixin.units import format_duration
+from fioscope_mixin.units import format_duration, parse_duration
 from matplotlib.ticker import PercentFormatter
 
 from ..thresholds import Thresholds, shipped
 from ..verdicts import etcd_fsync
 from . import ReportError, humanize
+from .cause import CauseFindings, cause_findings
 from .charts import Line, Window, time_chart
 from .html import Report, Section, Table, Verdict
 from .phases import (
@@ -42,7 +43,8 @@ from .phases import (
     phases,
     throttled_spans,
 )
-from .prometheus import Prometheus, Series, step_for
+from .prometheus import Prometheus, Series, spans, step_for
+from .prometheus import where_device as _key
 from .timeline import COLUMNS, MAX_POINTS, CpuTimeline, DiskCounters, Timeline, cpu_from_counters, from_counters, limit
 
 log = logging.getLogger("fioscope.report")
@@ -59,17 +61,6 @@ class Firing:
     end: float
 
 
-def spans(times: list[float], step: float) -> list[tuple[float, float]]:
-    """Runs of consecutive sample times (a gap of more than 1.5 steps ends a run)."""
-    out: list[tuple[float, float]] = []
-    for t in times:
-        if out and t - out[-1][1] <= 1.5 * step:
-            out[-1] = (out[-1][0], t)
-        else:
-            out.append((t, t))
-    return out
-
-
 def firings_from_alerts(prom: Prometheus, start: float, end: float, step: float, matchers: str) -> list[Firing]:
     """What the live Prometheus's rule evaluation recorded: the ALERTS series."""
     result = []
@@ -81,10 +72,6 @@ def firings_from_alerts(prom: Prometheus, start: float, end: float, step: float,
 
 def fmt_time(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _key(labels: dict[str, str]) -> tuple[str, str]:
-    return labels.get("host") or labels.get("instance", ""), labels.get("device", "")
 
 
 def _matchers(host: str | None, devices: list[str] | None, by_instance: bool = False) -> tuple[str, str]:
@@ -131,6 +118,7 @@ class DiagnosisInput:
     # (start, end, reason, device) of loads that failed (capture's phases); each run's own ``failed`` counts too: such a
     # device's verdict is "inconclusive — the load failed", never a pass
     failed_loads: list[tuple[float, float, str, str]] = field(default_factory=list)
+    causes: CauseFindings = field(default_factory=CauseFindings)  # why each device was slow, per episode (``cause``)
 
 
 def live_input(prom: Prometheus, start: float, end: float, host: str | None, devices: list[str] | None,
@@ -145,7 +133,15 @@ def live_input(prom: Prometheus, start: float, end: float, host: str | None, dev
                           firings_from_alerts(prom, start, end, step, host_m), device_names(prom, end, host_m),
                           declared_limits(prom, start, end, device_m), fio_figures(prom, start, end, host_m),
                           thresholds or shipped(), host, devices,
-                          resolution="one point per scrape, at least every 2 s (rates of node_exporter's counters between scrapes)")
+                          resolution="one point per scrape, at least every 2 s (rates of node_exporter's counters between scrapes)",
+                          causes=cause_findings(prom, start, end, step, host_m, device_m, *cause_settings(thresholds or shipped())))
+
+
+def cause_settings(thresholds: Thresholds) -> tuple[str, float]:
+    """The rules' ``thresholds.cause.demand_lookback`` (the load a device carried at its normal latency is averaged over
+    it) and ``durations.cause`` in seconds (how long a cause holds before its alert pages)."""
+    settings = thresholds.settings
+    return (str(settings["thresholds"]["cause"]["demand_lookback"]), parse_duration(str(settings["durations"]["cause"])))
 
 
 def diagnose(inp: DiagnosisInput) -> Report:
@@ -187,7 +183,8 @@ def diagnose(inp: DiagnosisInput) -> Report:
             idle.append(f"{label} (peak {humanize.count(iops)} IO/s, util {util:.0f} %)" if has_data else f"{label} (no data)")
             devices_json.append({"device": device, "host": timeline.host, "verdict": f"{device}: {'idle' if has_data else 'no data'}",
                                  "ok": True if has_data else None,
-                                 "idle": True, "charted": False, "series": {c: [] for c in COLUMNS}})
+                                 "idle": True, "charted": False, "series": {c: [] for c in COLUMNS},
+                                 "cause": inp.causes.dominant(*key), "cause_episodes": [e.json() for e in inp.causes.of(*key)]})
             continue
         device_phases = phases(timeline, runs, start, end)
         alerts = ", ".join(sorted({f.alertname for f in throttle}))  # report.json and the details section; plain words on the page
@@ -198,6 +195,8 @@ def diagnose(inp: DiagnosisInput) -> Report:
             more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
             ok, text = False, f"{device}: inconclusive — the load failed: {failed[0]}{more}"
             mark_failed(device_phases, [(a, b, why) for a, b, why, dev in inp.failed_loads if not dev or dev == device])
+        if why := inp.causes.verdict(*key):  # the cause of its slow episodes, in plain words
+            text = f"{text}; {why}"
         report.verdicts.append(Verdict("headline", ok, text, {"device": device, "host": timeline.host}))
         extra: list[Verdict] = []
         if throttle:
@@ -218,6 +217,7 @@ def diagnose(inp: DiagnosisInput) -> Report:
         devices_json.append({"device": device, "host": timeline.host, "verdict": text, "ok": ok, "idle": False, "charted": True,
                              "load_failed": failed[0] if failed else None,
                              "throttled": [[a, b] for a, b in held],  # the headline's windows: when the throttling alert held
+                             "cause": inp.causes.dominant(*key), "cause_episodes": [e.json() for e in inp.causes.of(*key)],
                              "downsampled": shown.downsampled, "interval": timeline.interval,
                              "phases": [{"kind": p.kind, "label": p.label, "start": p.start, "end": p.end, "failed": p.failed or None,
                                          **{k: (None if math.isnan(v) else v) for k, v in p.stats.items()}} for p in device_phases],

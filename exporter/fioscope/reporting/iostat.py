@@ -64,7 +64,8 @@ from fioscope_mixin.units import UnitError, parse_duration
 
 from ..thresholds import Thresholds, shipped
 from . import ReportError
-from .diagnosis import DiagnosisInput, Firing, device_names, diagnose, fio_figures, spans
+from .cause import cause_findings
+from .diagnosis import DiagnosisInput, Firing, cause_settings, device_names, diagnose, fio_figures, spans
 from .html import Report
 from .phases import RunWindow
 from .prometheus import Prometheus
@@ -568,7 +569,10 @@ class TemporaryPrometheus:
 
     def start(self) -> None:
         cmd = [shutil.which("prometheus") or "prometheus", f"--config.file={self.config}", f"--storage.tsdb.path={self.data}",
-               f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y", "--log.level=error"]
+               f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y", "--log.level=error",
+               # a backfilled series has no staleness marker: a recorded series that stopped (a slow episode's end)
+               # would read as holding for the default 5 minutes; two grid steps reach the last sample of any series
+               f"--query.lookback-delta={math.ceil(2 * max(self.grid.step, MAX_SAMPLE_GAP))}s"]
         try:
             # a session of its own: a Ctrl-C at the terminal does not kill it under a report being finished; stop() does
             self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -600,25 +604,46 @@ class TemporaryPrometheus:
                 raise
 
 
+MATCHER = re.compile(r'(\w+)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _may_match(expr: str, name: str, labels: dict) -> bool:
+    """Whether a selector of ``name`` in ``expr`` may select a rule's output with these static labels."""
+    for m in re.finditer(rf"(?<![\w:]){re.escape(name)}(?![\w:])(\{{[^}}]*\}})?", expr):
+        ok = True
+        for key, op, value in MATCHER.findall(m.group(1) or ""):
+            if key in labels:
+                hit = re.fullmatch(value, str(labels[key])) is not None if "~" in op else str(labels[key]) == value
+                ok = ok and hit == (op in ("=", "=~"))
+        if ok:
+            return True
+    return False
+
+
 def rule_levels(groups: list[dict]) -> list[list[dict]]:
-    """Recording rules ordered so that each level reads only raw series and lower levels."""
+    """Recording rules ordered so that each level reads only raw series and lower levels. A rule reading its own record
+    name (the causes ``unless`` a higher cause; a two-dimension ceiling ``unless`` a one-dimension one) reads what the rules
+    before it in its group recorded in the same evaluation: it comes after those its selector may match."""
     rules = [r for g in groups for r in g.get("rules", []) if "record" in r]
-    names = {r["record"] for r in rules}
-    level: dict[str, int] = {}
+    by_name: dict[str, list[int]] = {}
+    for i, r in enumerate(rules):
+        by_name.setdefault(r["record"], []).append(i)
+    level: dict[int, int] = {}
 
-    def depth(rule: dict, seen: frozenset = frozenset()) -> int:
-        if rule["record"] in level:
-            return level[rule["record"]]
-        deps = [n for n in names if n != rule["record"] and re.search(rf"(?<![\w:]){re.escape(n)}(?![\w:])", rule["expr"])]
-        by_name = {r["record"]: r for r in rules}
-        level[rule["record"]] = 1 + max((depth(by_name[d], seen | {rule["record"]}) for d in deps if d not in seen), default=-1)
-        return level[rule["record"]]
+    def depth(i: int, seen: frozenset = frozenset()) -> int:
+        if i in level:
+            return level[i]
+        expr, record = rules[i]["expr"], rules[i]["record"]
+        deps = [j for name, ids in by_name.items() if re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", expr)
+                for j in ids if name != record or (j < i and _may_match(expr, name, rules[j].get("labels") or {}))]
+        level[i] = 1 + max((depth(j, seen | {i}) for j in deps if j not in seen), default=-1)
+        return level[i]
 
-    for r in rules:
-        depth(r)
+    for i in range(len(rules)):
+        depth(i)
     out: list[list[dict]] = [[] for _ in range(max(level.values(), default=-1) + 1)]
-    for r in rules:
-        out[level[r["record"]]].append(r)
+    for i, r in enumerate(rules):
+        out[level[i]].append(r)
     return out
 
 
@@ -787,7 +812,8 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
                              evaluate_alerts(prom, alerting, start, end, step), device_names(prom, end, ""), declared,
                              fio_figures(prom, start, end, ""), thresholds, None, devices, resolution="every iostat sample",
                              title=title or f"Disk diagnosis — offline from {source}", lead=[*(lead or []), offline],
-                             notes=input_notes(captures), failed_loads=list(failed_loads or []))
+                             notes=input_notes(captures), failed_loads=list(failed_loads or []),
+                             causes=cause_findings(prom, start, end, step, "", "", *cause_settings(thresholds)))
     return diagnose(inp)
 
 

@@ -32,6 +32,22 @@ class Series:
     values: list[float]
 
 
+def spans(times: list[float], step: float) -> list[tuple[float, float]]:
+    """Runs of consecutive sample times (a gap of more than 1.5 steps ends a run)."""
+    out: list[tuple[float, float]] = []
+    for t in times:
+        if out and t - out[-1][1] <= 1.5 * step:
+            out[-1] = (out[-1][0], t)
+        else:
+            out.append((t, t))
+    return out
+
+
+def where_device(labels: dict[str, str]) -> tuple[str, str]:
+    """(host, device) of a series: the ``host`` label, or the instance of a stack older than the fleet topology."""
+    return labels.get("host") or labels.get("instance", ""), labels.get("device", "")
+
+
 def step_for(start: float, end: float, min_step: float = MIN_STEP) -> float:
     return max(min_step, math.ceil((end - start) / MAX_POINTS))
 

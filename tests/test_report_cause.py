@@ -1,0 +1,168 @@
+"""The report names the cause of a slow episode (issue 29): the offline report evaluates the mixin's cause records over
+a capture in a temporary Prometheus, and report.json and the verdict line per device say which cause, in plain words."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+ONSET, EPISODE_END, END = 20 * 60, 30 * 60, 36 * 60  # seconds into the capture
+
+
+def disk(name: str, r: float, await_ms: float, util: float) -> dict:
+    return {"disk_device": name, "r/s": r, "w/s": 0.0, "d/s": 0.0, "f/s": 0.0, "rkB/s": r * 4, "wkB/s": 0.0, "dkB/s": 0.0,
+            "rrqm/s": 0.0, "wrqm/s": 0.0, "drqm/s": 0.0, "rrqm": 0.0, "wrqm": 0.0, "drqm": 0.0, "r_await": await_ms,
+            "w_await": 0.0, "d_await": 0.0, "f_await": 0.0, "rareq-sz": 4.0, "wareq-sz": 0.0, "dareq-sz": 0.0,
+            "aqu-sz": r * await_ms / 1000, "util": util}
+
+
+def neighbour_capture(path: Path, step: int = 5) -> Path:
+    """An iostat -x -t -o JSON capture of two devices of one VM. vdb: an application keeping 2 requests in flight,
+    4,000 reads/s at 0.5 ms, until a neighbour on the shared backend slows each request: ~1,500 reads/s +- 30 % at
+    ~1.3 ms (the same queue, Little's law) for 10 minutes, no ceiling (the scenarios' noisy neighbour). vdc: a steady
+    2,000 reads/s at 0.5 ms all along (healthy). vdd: 1,000 reads/s at 0.5 ms, then the application asks 2.5x as much
+    over the same 10 minutes and each read takes 3x as long, below any ceiling: slow, but load, no fault named."""
+    rng = random.Random(29)
+    start = dt.datetime(2026, 11, 22, 20, 0, tzinfo=dt.UTC)
+    stats: list[dict] = []
+    for t in range(0, END, step):
+        if ONSET <= t < EPISODE_END:
+            r = 1500 * (1 + rng.uniform(-0.3, 0.3))
+            victim = disk("vdb", r, 1000 * 2 / r, 90.0)
+        else:
+            r = 4000 * (1 + rng.uniform(-0.05, 0.05))
+            victim = disk("vdb", r, 1000 * 2 / r, 35.0)
+        healthy = disk("vdc", 2000 * (1 + rng.uniform(-0.05, 0.05)), 0.5, 20.0)
+        busier = disk("vdd", 2500 * (1 + rng.uniform(-0.3, 0.3)), 1.5, 80.0) if ONSET <= t < EPISODE_END else \
+            disk("vdd", 1000 * (1 + rng.uniform(-0.05, 0.05)), 0.5, 30.0)
+        stats.append({"timestamp": (start + dt.timedelta(seconds=t)).strftime("%Y-%m-%dT%H:%M:%S+0000"),
+                      "avg-cpu": {"user": 5.0, "nice": 0.0, "system": 5.0, "iowait": 10.0, "steal": 0.0, "idle": 80.0},
+                      "disk": [victim, healthy, busier]})
+    host = {"nodename": "vm", "sysname": "Linux", "release": "6.1", "machine": "x86_64", "number-of-cpus": 2, "date": "2026-11-22",
+            "statistics": stats}
+    path.write_text(json.dumps({"sysstat": {"hosts": [host]}}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def neighbour_report(tmp_path_factory) -> tuple[Path, dict]:
+    """``fioscope report --iostat`` over the capture: its directory and report.json."""
+    from helpers.cli import fioscope
+
+    tmp = tmp_path_factory.mktemp("cause")
+    out = tmp / "report"
+    proc = fioscope("report", "--iostat", str(neighbour_capture(tmp / "iostat.json")), "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return out, json.loads((out / "report.json").read_text())
+
+
+def _device(doc: dict, name: str) -> dict:
+    [device] = [d for d in doc["devices"] if d["device"] == name]
+    return device
+
+
+PLAIN = "a noisy neighbour or the shared backend"
+
+
+@pytest.mark.slow
+def test_report_json_names_the_noisy_neighbour_per_device_and_per_episode(neighbour_report):
+    _, doc = neighbour_report
+    start = doc["window"]["start"]
+    victim = _device(doc, "vdb")
+    assert victim["cause"] is not None, victim["verdict"]
+    assert victim["cause"]["key"] == "noisy_neighbour" and victim["cause"]["label"] == PLAIN
+    [episode] = [e for e in victim["cause_episodes"] if not e["brief"]]
+    assert episode["cause"] == "noisy_neighbour" and episode["label"] == PLAIN
+    # named within 2 minutes of onset, over by 90 s after the neighbour left (no 5-minute tail of stale recorded series)
+    assert ONSET <= episode["start"] - start <= ONSET + 120, episode
+    assert EPISODE_END - 60 <= episode["end"] - start <= EPISODE_END + 90, episode
+    # the evidence: await ~1.3 ms against its normal of 0.5 ms, at fewer IO/s than it carried at that normal
+    assert 1.0e-3 <= episode["await_seconds"] <= 1.7e-3 and 0.4e-3 <= episode["normal_await_seconds"] <= 0.6e-3, episode
+    assert episode["iops"] < 0.6 * episode["normal_iops"] and 3500 <= episode["normal_iops"] <= 4200, episode
+    assert victim["cause"]["seconds"] == episode["end"] - episode["start"] and victim["cause"]["episodes"] == 1
+    # the healthy device: no cause, no episode
+    healthy = _device(doc, "vdc")
+    assert healthy["cause"] is None and healthy["cause_episodes"] == [], healthy["cause_episodes"]
+    assert "slow" not in healthy["verdict"]
+
+
+@pytest.mark.slow
+def test_verdict_line_names_the_cause_in_plain_words_on_the_page(neighbour_report, tmp_path):
+    from helpers.report_page import rendered
+
+    out, doc = neighbour_report
+    victim = _device(doc, "vdb")
+    assert f"slow because of {PLAIN}: await 1." in victim["verdict"] and "at its normal latency; no ceiling" in victim["verdict"]
+    page = rendered(out, tmp_path)
+    [headline] = page.of("headline", device="vdb")
+    assert f"slow because of {PLAIN}" in headline["text"] and "x its normal of 50" in headline["text"], headline["text"]
+    [healthy] = page.of("headline", device="vdc")
+    assert "slow" not in healthy["text"], healthy["text"]
+    # plain words: no alert or metric name in what the customer reads of a verdict
+    assert not [v["text"] for v in page.of("headline") if "Fioscope" in v["text"] or "fioscope:" in v["text"] or "node_" in v["text"]]
+
+
+@pytest.mark.slow
+def test_slow_under_more_load_is_no_fault_and_names_no_cause(neighbour_report):
+    _, doc = neighbour_report
+    busier = _device(doc, "vdd")
+    assert busier["cause"] is None, busier["cause"]
+    undecided = [e for e in busier["cause_episodes"] if e["cause"] is None]
+    assert undecided and undecided[0]["label"] == "not decided" and undecided[0]["iops"] > 2 * undecided[0]["normal_iops"]
+    assert "slow under more load than its normal" in busier["verdict"] and "load, not a fault" in busier["verdict"]
+    # a cause held for one evaluation as the load fell back is listed as brief, never the device's cause
+    assert all(e["brief"] for e in busier["cause_episodes"] if e["cause"])
+
+
+def test_offline_levels_put_each_cause_after_what_it_reads_and_the_causes_before_it():
+    """Offline, a level reads only what lower levels backfilled: a cause ``unless`` a higher cause must come after it, and
+    after the slow ratio and the normal load it reads (all the causes shared one level, before either: none was named)."""
+    from fioscope.reporting.iostat import _load_rules, rule_levels
+    from fioscope.thresholds import shipped
+    from fioscope_mixin import names as n
+    from fioscope_mixin.cause import CAUSES
+
+    level = {}
+    for i, rules in enumerate(rule_levels(_load_rules("recording.rules.yaml", shipped()))):
+        for rule in rules:
+            level[(rule["record"], (rule.get("labels") or {}).get("cause", ""))] = i
+    causes = [level[(n.DISK_SLOW_CAUSE, c)] for c, _ in CAUSES]
+    assert causes == sorted(set(causes)), causes  # one level each, in precedence order
+    assert level[(n.DISK_SLOW_CAUSE, "noisy_neighbour")] > max(level[(n.DISK_SLOW_AWAIT_RATIO, "")], level[(n.DISK_NORMAL_IOPS, "")])
+    assert level[(n.DISK_SLOW_CAUSE, "provider_cap")] > level[(n.DISK_CEILING, "")]
+
+
+def test_live_report_reads_the_causes_the_stack_recorded(tmp_path):
+    """The live report reads the cause series a Prometheus recorded (here one serving the capture with the rules' output
+    backfilled, as the offline report's is): the same episodes, per device, as offline."""
+    from fioscope.reporting.diagnosis import diagnose, live_input
+    from fioscope.reporting.iostat import backfilled, load_iostat
+    from fioscope.reporting.prometheus import Prometheus
+
+    captures = load_iostat(str(neighbour_capture(tmp_path / "iostat.json")))
+    start, end = captures[0].samples[0].timestamp, captures[0].samples[-1].timestamp
+    with backfilled(captures, [], tmp_path / "work") as server:
+        inp = live_input(Prometheus(server.url), start, end, "vm", None)
+    report = diagnose(inp)
+    causes = {d["device"]: (d["cause"] or {}).get("key") for d in report.json["devices"]}
+    assert causes == {"vdb": "noisy_neighbour", "vdc": None, "vdd": None}, causes
+    [headline] = [v for v in report.verdicts if v.kind == "headline" and v.data["device"] == "vdb"]
+    assert f"slow because of {PLAIN}" in headline.text
+    # an iostat capture has no requests in flight and no CPU pressure: a stall, and a wait above the disk beyond steal,
+    # cannot be decided from it, and the report says so where a slow episode gets no cause
+    assert inp.causes.missing == ["the requests in flight (a stall)", "the CPU pressure (a wait above the disk; CPU steal is read)"]
+
+
+def test_an_undecided_episode_says_what_the_data_lacked():
+    from fioscope.reporting.cause import CauseEpisode, CauseFindings
+
+    figures = {"await_seconds": 0.004, "normal_await_seconds": 0.001, "iops": 500.0, "normal_iops": 500.0}
+    found = CauseFindings([CauseEpisode("vm", "vdb", 0.0, 600.0, None, figures=figures)], ["the requests in flight (a stall)"])
+    assert found.dominant("vm", "vdb") is None
+    assert found.verdict("vm", "vdb") == ("slow (await 4 ms, 4.0x its normal of 1 ms, at 500 IO/s against the 500 IO/s it carried "
+                                          "at its normal latency), cause not decided; not in the data: the requests in flight (a stall)")
+    assert found.verdict("vm", "vdc") == ""
