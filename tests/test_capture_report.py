@@ -182,7 +182,9 @@ def test_plain_words_on_the_page_and_the_rules_by_name_in_details(overload, tmp_
     assert "FioscopeDiskThrottledUnderFioLoad" in details and "Disk throttled while fio loads it" in details
     assert details.index("</details>") > details.index("FioscopeDiskThrottledUnderFioLoad")
     [alerts] = page.of("alerts")
-    assert "Disk throttled while fio loads it" in alerts["text"] and alerts["data-alerts"] == "FioscopeDiskThrottledUnderFioLoad"
+    # the cap pages, and the cause alert (info) names it: never a neighbour (the same IOPS at a higher await is a cap's)
+    assert "Disk throttled while fio loads it" in alerts["text"] and "Disk slow: at its provider's cap" in alerts["text"]
+    assert alerts["data-alerts"] == "FioscopeDiskCauseProviderCap, FioscopeDiskThrottledUnderFioLoad"
     # report.json: every alert that fired, by name, with what it means and where
     names = {a["alert"] for a in report["alerts"]}
     assert "FioscopeDiskThrottledUnderFioLoad" in names
@@ -211,7 +213,8 @@ def test_the_headline_says_each_phase_and_the_throttled_window_is_when_the_alert
     assert over_part.startswith("cloud-sla-70-30 asking 2,000 IOPS (2× the first load's demand): it stayed at ~1,000 IOPS "
                                 "with r_await 130 ms"), over_part
     assert over_part.endswith("a cap at ~700 reads/s + ~300 writes/s"), over_part
-    assert text.endswith("idle periods were clean")
+    clean, _, cause = text.partition("; slow because of ")
+    assert clean.endswith("idle periods were clean") and cause.startswith("the provider's cap on the volume: await "), text
     page = rendered(out, tmp_path)
     [headline] = page.of("headline", device="loop0")
     assert headline["text"] == text and headline["data-ok"] == "false"

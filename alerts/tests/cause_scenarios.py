@@ -105,6 +105,12 @@ PACED_BEFORE = closed_loop(1500, 0.00009, 0.13, jitter=0.02)
 PACED_VICTIM = closed_loop(636, 0.0062, 0.95, jitter=0.3)
 
 
+def at_cap_level_normal(_t, rng):
+    # 700 reads/s + 300 writes/s at the device's normal latency: the demand the cap will meet later (a capture's SLA load)
+    j = 1 + rng.uniform(-0.02, 0.02)
+    return Sample(r=700 * j, w=300 * j, rb=700 * j * 4096, wb=300 * j * 4096, r_await=0.0002, w_await=0.0002, util=0.14, queue=0.2)
+
+
 def stalled(_t, _rng):
     # a cap of 2 IOPS under a queue of 32: one completion every 2 s, each after 16 s; util and aqu-sz under-report it
     return Sample(r=0.5, rb=0.5 * 4096, r_await=16.0, util=0.25, queue=2.9)
@@ -217,6 +223,13 @@ CASES = [
          Device("k9", "vdb", window(paced_fast, ONSET, END, light_fast), discards=False), None),
     Case("healthy: fio job at the device's own latency", Device("k10", "vdb", window(fio_on_fast_device, ONSET, END)), None,
          fio=Fio(ONSET, END, clat=lambda t: 0.0004)),
+    # last, so that the cases above keep their seeds: the capture's overload on a capped volume. The device carried
+    # 700 + 300 IO/s at its normal latency, then twice the demand meets a cap at that very level: the same IOPS, await
+    # 128 ms. Unchanged load, slower: a neighbour's signature until the flat ceiling is held, but a ceiling at the most
+    # the device did lately is the cap's, never a neighbour's.
+    Case("provider cap met by twice the demand: 700 r/s + 300 w/s at the normal, then the same at the cap",
+         Device("c11", "vdb", window(sc.iops_cap, ONSET, END, at_cap_level_normal)), "provider_cap",
+         alert=(n.ALERT_DISK_CAUSE_PROVIDER_CAP, "info"), phrase="the provider's cap on the volume"),
 ]
 
 

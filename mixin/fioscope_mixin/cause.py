@@ -106,8 +106,12 @@ WRITEBACK_CLIFF = (f"{n.DISK_UTIL_RATIO_IRATE} >= %(throttle_util_min_ratio)s an
 # slow at no more than the load the device carried at its normal latency in the last hour (the mean of its busy minutes
 # at normal await): the queue the application keeps is the same, completions fall because each takes longer
 ASKED = "(1 + %%(cause_demand_tolerance)s) * avg_over_time(%s[%%(cause_demand_lookback)s])"
+# ... and fewer completions than then: the same IOPS at a higher await is more demand meeting a ceiling at the level the
+# device carried (a capture's overload on a capped volume), named a cap once the ceiling is held, never a neighbour
+FELL = "(1 - %%(cause_demand_tolerance)s) * avg_over_time(%s[%%(cause_demand_lookback)s])"
 NOISY_NEIGHBOUR = (f"{SLOW}\n"
                    f"and {ON} {n.DISK_IOPS} <= {ON} {ASKED % n.DISK_NORMAL_IOPS}\n"
+                   f"and {ON} {n.DISK_IOPS} < {ON} {FELL % n.DISK_NORMAL_IOPS}\n"
                    f"and {ON} {n.DISK_BYTES_PER_SECOND} <= {ON} {ASKED % n.DISK_NORMAL_BYTES_PER_SECOND}\n"
                    f"and {ON} avg_over_time({n.DISK_NORMAL_IOPS}[%(cause_demand_lookback)s]) >= %(throttle_min_iops)s")
 
