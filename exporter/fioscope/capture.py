@@ -356,7 +356,7 @@ def run_capture(args, thresholds: Thresholds) -> int:
     from .config import ConfigError, Target, check_target, load_config, parse_key_values
     from .jobs import JobFile
     from .reporting.html import write_report
-    from .reporting.iostat import offline_diagnosis
+    from .reporting.offline.pipeline import offline_diagnosis
     from .runner import Runner
     from .store import Store
 
