@@ -2,7 +2,7 @@
 
 Every verdict comes from the project's alert rules (alerts/alerts.rules.yaml): on a live
 stack from the ``ALERTS`` series Prometheus wrote while evaluating them, offline from the same
-rules evaluated over backfilled iostat data (see ``iostat``). What is drawn and cut into idle and
+rules evaluated over backfilled iostat data (see ``offline``). What is drawn and cut into idle and
 load phases is the data at its own resolution (``timeline``): offline every iostat sample, live
 node_exporter's raw counters between scrapes; runs are shaded as they ran (``phases``).
 """
@@ -24,12 +24,12 @@ from matplotlib.ticker import PercentFormatter
 
 from ..thresholds import Thresholds, shipped
 from ..verdicts import etcd_fsync
-from . import ReportError, humanize
+from . import ReportError, humanize, reportjson
 from .charts import Line, Window, time_chart
 from .html import Report, Section, Table, Verdict
 from .phases import IDLE_DEVICE_UTIL, PHASE_COLUMNS, Phase, RunWindow, headline, is_idle_device, phase_rows, phases, throttled_spans
 from .prometheus import Prometheus, Series, step_for
-from .timeline import COLUMNS, MAX_POINTS, CpuTimeline, DiskCounters, Timeline, cpu_from_counters, from_counters, limit
+from .timeline import MAX_POINTS, CpuTimeline, DiskCounters, Timeline, cpu_from_counters, from_counters, limit
 
 log = logging.getLogger("fioscope.report")
 
@@ -94,7 +94,7 @@ class FioFigures:
 
 @dataclass
 class DiagnosisInput:
-    """Everything a diagnosis judges, built once, live (``live_input``) or offline (``reporting.iostat``): the pure
+    """Everything a diagnosis judges, built once, live (``live_input``) or offline (``reporting.offline``): the pure
     ``diagnose`` turns it into the report, which nothing changes afterwards."""
 
     start: float
@@ -171,9 +171,7 @@ def diagnose(inp: DiagnosisInput) -> Report:
             iops = max((v for _, v in timeline.iops()), default=0.0)
             has_data = bool(timeline.values("util"))
             idle.append(f"{label} (peak {humanize.count(iops)} IO/s, util {util:.0f} %)" if has_data else f"{label} (no data)")
-            devices_json.append({"device": device, "host": timeline.host, "verdict": f"{device}: {'idle' if has_data else 'no data'}",
-                                 "ok": True if has_data else None,
-                                 "idle": True, "charted": False, "series": {c: [] for c in COLUMNS}})
+            devices_json.append(reportjson.idle_device(device, timeline.host, has_data))
             continue
         device_phases = phases(timeline, runs, start, end)
         alerts = ", ".join(sorted({f.alertname for f in throttle}))
@@ -199,12 +197,7 @@ def diagnose(inp: DiagnosisInput) -> Report:
         report.verdicts += extra
         section = device_section(label, shown, [r for r in runs if r.loads(device)], device_phases, (start, end))
         report.sections.append(section)
-        devices_json.append({"device": device, "host": timeline.host, "verdict": text, "ok": ok, "idle": False, "charted": True,
-                             "load_failed": failed[0] if failed else None,
-                             "downsampled": shown.downsampled, "interval": timeline.interval,
-                             "phases": [{"kind": p.kind, "label": p.label, "start": p.start, "end": p.end, "failed": p.failed or None,
-                                         **{k: (None if math.isnan(v) else v) for k, v in p.stats.items()}} for p in device_phases],
-                             "series": {c: [[t, v] for t, v in shown.values(c)] for c in COLUMNS}})
+        devices_json.append(reportjson.charted_device(timeline, shown, text, ok, failed[0] if failed else None, device_phases))
     if idle:
         report.verdicts.append(Verdict("idle-devices", None, f"Idle, not charted (no fio run, util below {IDLE_DEVICE_UTIL:g} %): "
                                        + ", ".join(idle), {"count": len(idle)}))
@@ -230,10 +223,7 @@ def diagnose(inp: DiagnosisInput) -> Report:
         report.sections.append(Section(f"avg-cpu ({cpu.host})", charts=[time_chart(
             _slug(f"cpu-{cpu.host}"), f"avg-cpu ({cpu.host})", lines, "", [Window(r.label, r.start, r.end) for r in runs],
             formatter=PercentFormatter(100), span=(start, end))]))
-    report.json = {"kind": "diagnosis", "window": {"start": start, "end": end},
-                   "runs": [{"job": r.job, "start": r.start, "end": r.end, "device": r.device, "host": r.host, "label": r.label,
-                             "profile": r.profile, "target": r.target, "iops": r.iops, "failed": r.failed or None} for r in runs],
-                   "devices": devices_json}
+    report.json = reportjson.diagnosis(start, end, runs, devices_json)
     report.summary += inp.notes
     return report
 

@@ -9,7 +9,8 @@ Contract (docs/contracts.md; add freely, rename nothing):
   shown as idle in one line, not charted);
 - ``"verdicts"``: every verdict of the page (kind, ok, text, data).
 
-Performance and comparison reports carry empty ``runs`` and ``devices``.
+Performance and comparison reports carry empty ``runs`` and ``devices``; a diagnosis's are laid out here
+(``diagnosis``, ``idle_device``, ``charted_device``) from what ``diagnosis.diagnose`` decided.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+
+from .phases import Phase, RunWindow
+from .timeline import COLUMNS, Timeline
 
 
 def _finite(value: Any) -> Any:
@@ -38,3 +42,28 @@ def report_json(report: Any) -> str:
            + [{"kind": v.kind, "ok": v.ok, "text": v.text, "data": v.data, "section": s.title}
               for s in report.sections for v in s.verdicts]}
     return json.dumps(_finite(doc), indent=1, allow_nan=False) + "\n"
+
+
+def idle_device(device: str, host: str, has_data: bool) -> dict:
+    """A device shown as idle in one line: no chart, empty series."""
+    return {"device": device, "host": host, "verdict": f"{device}: {'idle' if has_data else 'no data'}",
+            "ok": True if has_data else None, "idle": True, "charted": False, "series": {c: [] for c in COLUMNS}}
+
+
+def charted_device(timeline: Timeline, shown: Timeline, verdict: str, ok: bool | None, load_failed: str | None,
+                   phases: list[Phase]) -> dict:
+    """A charted device: its headline, its phases, and ``shown``'s points (exactly those drawn)."""
+    return {"device": timeline.device, "host": timeline.host, "verdict": verdict, "ok": ok, "idle": False, "charted": True,
+            "load_failed": load_failed,
+            "downsampled": shown.downsampled, "interval": timeline.interval,
+            "phases": [{"kind": p.kind, "label": p.label, "start": p.start, "end": p.end, "failed": p.failed or None,
+                        **{k: (None if math.isnan(v) else v) for k, v in p.stats.items()}} for p in phases],
+            "series": {c: [[t, v] for t, v in shown.values(c)] for c in COLUMNS}}
+
+
+def diagnosis(start: float, end: float, runs: list[RunWindow], devices: list[dict]) -> dict:
+    """A diagnosis's part of report.json: its window, every run in it, and the devices (``idle_device``, ``charted_device``)."""
+    return {"kind": "diagnosis", "window": {"start": start, "end": end},
+            "runs": [{"job": r.job, "start": r.start, "end": r.end, "device": r.device, "host": r.host, "label": r.label,
+                      "profile": r.profile, "target": r.target, "iops": r.iops, "failed": r.failed or None} for r in runs],
+            "devices": devices}
