@@ -4,7 +4,13 @@ Design: the verdicts must come from the project's own rules, not from a second h
 written in Python. So the iostat samples become what the rules read and Prometheus evaluates
 them:
 
-1. Each iostat interval is turned back into the node_exporter counters it was computed from
+One module per step: ``load`` (iostat files, fio results), ``counters`` (the series backfilled), ``tsdb`` (OpenMetrics,
+promtool, the temporary Prometheus), ``rules`` (recording and alert rules evaluated), ``pipeline`` (the pass, to one
+``DiagnosisInput`` and the pure ``diagnosis.diagnose``).
+
+1. Counters are built once. ``fioscope capture`` read the kernel's counters and hands them over (``kernel``): they
+   are backfilled as counted, at the instants below. Only a plain iostat file, which has rates and no counters, has
+   each interval turned back into the node_exporter counters it was computed from
    (``r/s`` x interval -> reads completed, ``r_await`` x ``r/s`` -> time reading, ``aqu-sz`` -> weighted
    time in flight, ``%util`` -> time busy, avg-cpu -> CPU seconds per mode: fioscope_mixin.columns), with
    ``job="node"``, ``instance="iostat:<nodename>"`` and ``host=<nodename>``; a rate is

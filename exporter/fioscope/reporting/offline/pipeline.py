@@ -16,7 +16,7 @@ from ..diagnosis import DiagnosisInput, device_names, diagnose, fio_figures
 from ..html import Report
 from ..prometheus import Prometheus
 from ..timeline import CpuTimeline, from_iostat_samples
-from .counters import Family, counter_points, fio_series, merged
+from .counters import Family, KernelSamples, counter_points, fio_series, merged
 from .load import FioRun, IostatCapture, check_bounds, coverage, input_notes, load_fio_runs, load_iostat
 from .rules import _load_rules, evaluate_alerts, evaluate_recording_over, evaluation_grid, on_grid, rule_levels
 from .tsdb import TemporaryPrometheus, backfill, write_openmetrics
@@ -24,10 +24,10 @@ from .tsdb import TemporaryPrometheus, backfill, write_openmetrics
 
 @contextlib.contextmanager
 def backfilled(captures: list[IostatCapture], runs: list[FioRun], work: Path, extra: Family | None = None,
-               thresholds: Thresholds | None = None) -> Iterator[TemporaryPrometheus]:
+               thresholds: Thresholds | None = None, kernel: dict[str, KernelSamples] | None = None) -> Iterator[TemporaryPrometheus]:
     """A temporary Prometheus serving the captures as node_exporter counters, the fio runs, ``extra``
     series, and the recording rules' output on the evaluation grid (``server.grid``); ``thresholds``: the command's settings
-    (default the shipped ones)."""
+    (default the shipped ones); ``kernel``: host -> the kernel's counters where a capture has them (``counter_points``)."""
     thresholds = thresholds or shipped()
     check_bounds(captures)
     end = max(c.samples[-1].timestamp for c in captures)
@@ -41,7 +41,7 @@ def backfilled(captures: list[IostatCapture], runs: list[FioRun], work: Path, ex
     fine = min(5.0, grid.step / 3)  # fio runs: when one starts and ends, finer than the grid
     times = [t for a, b in on_grid(spans, grid, fine) for t in _range(a, b, fine)]
     raw = merged([fio_series(runs, hosts[0], grid.start, end, times), *([extra] if extra else [])])
-    write_openmetrics(om, [raw], (p for c in captures for p in counter_points(c, grid)))
+    write_openmetrics(om, [raw], (p for c in captures for p in counter_points(c, grid, (kernel or {}).get(c.host))))
     backfill(om, data, "backfilling the iostat samples")
     om.unlink()
     server = TemporaryPrometheus(data, work)
@@ -73,10 +73,13 @@ def _range(a: float, b: float, step: float) -> Iterator[float]:
 
 def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] | None, thresholds: Thresholds | None = None,
                       title: str = "", lead: list[str] | None = None,
-                      failed_loads: list[tuple[float, float, str, str]] | None = None) -> Report:
+                      failed_loads: list[tuple[float, float, str, str]] | None = None,
+                      kernel: dict[str, KernelSamples] | None = None) -> Report:
     """The diagnosis of iostat files (+ fio results): ``title`` and ``lead`` (summary lines first) where a caller has its
     own (``fioscope capture``), so the report is whole when it is made. ``failed_loads``: (start, end, reason, device)
-    of loads that failed (capture's phases); a run within one counts as failed, and the device's verdict is inconclusive."""
+    of loads that failed (capture's phases); a run within one counts as failed, and the device's verdict is inconclusive.
+    ``kernel``: host -> the counters a capture read (``fioscope capture`` hands its samples over: the rules read them as
+    counted, not rebuilt from iostat.json's rates)."""
     thresholds = thresholds or shipped()
     captures = [c for p in paths for c in load_iostat(p, devices)]
     check_bounds(captures)
@@ -88,7 +91,7 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
     hosts = sorted({c.host for c in captures})
     alerting = _load_rules("alerts.rules.yaml", thresholds)
     with tempfile.TemporaryDirectory(prefix="fioscope-report-") as tmp, \
-            backfilled(captures, runs, Path(tmp), thresholds=thresholds) as server:
+            backfilled(captures, runs, Path(tmp), thresholds=thresholds, kernel=kernel) as server:
         prom = Prometheus(server.url, flag="temporary Prometheus")
         declared = {r.device: ", ".join(f"{k} {v}" for k, v in r.limits.items() if v) for r in runs if r.device and r.limits}
         source = ", ".join(paths) + (f" + fio results {results}" if results else "")
