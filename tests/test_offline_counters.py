@@ -63,6 +63,7 @@ def test_a_captures_counters_reach_the_backfill_as_counted(tmp_path, interval):
             assert (b[i][1] - b[i - 1][1]) / total[1] == pytest.approx((a[i][1] - a[i - 1][1]) / total[0], abs=1e-4)
 
 
+@pytest.mark.slow  # a temporary Prometheus and two offline diagnoses: ~11 s
 def test_a_capture_judged_from_its_counters_reads_as_from_its_rates(tmp_path):
     """The temporary Prometheus serves the kernel's counters a capture hands over, and the report is the one its
     iostat.json alone gives (the same figures and verdicts: issue 26 changes no report)."""
