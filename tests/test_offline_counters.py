@@ -63,24 +63,69 @@ def test_a_captures_counters_reach_the_backfill_as_counted(tmp_path, interval):
             assert (b[i][1] - b[i - 1][1]) / total[1] == pytest.approx((a[i][1] - a[i - 1][1]) / total[0], abs=1e-4)
 
 
-@pytest.mark.slow  # a temporary Prometheus and two offline diagnoses: ~11 s
-def test_a_capture_judged_from_its_counters_reads_as_from_its_rates(tmp_path):
-    """The temporary Prometheus serves the kernel's counters a capture hands over, and the report is the one its
-    iostat.json alone gives (the same figures and verdicts: issue 26 changes no report)."""
+def _bundle(directory, kernel: list, host: str = "vm1"):
+    """A capture bundle's iostat.json and its raw samples (samples/diskstats.jsonl, as the sampler writes them: /proc's
+    lines in the kernel's units) of ``kernel``'s counters; the bundle's own samples, as read back from the lines."""
     from fioscope.reporting.capture import iostat_document
+    from fioscope.reporting.offline.load import read_bundle_counters
+
+    (directory / "samples").mkdir(parents=True)
+    with (directory / "samples" / "diskstats.jsonl").open("w") as f:
+        for t, disks, cpu in kernel:
+            c = disks["loop0"]
+            fields = [c.reads, 0, c.read_bytes / 512, c.read_seconds * 1000, c.writes, 0, c.write_bytes / 512, c.write_seconds * 1000,
+                      0, c.io_seconds * 1000, c.weighted_seconds * 1000, 0, 0, 0, 0, 0, 0]
+            line = "   7       0 loop0 " + " ".join(str(round(v)) for v in fields)
+            stat = "cpu  " + " ".join(str(round(cpu[m])) for m in ("user", "nice", "system", "idle", "iowait")) + " 0 0 0 0 0"
+            f.write(json.dumps({"t": t, "diskstats": [line], "stat": stat}) + "\n")
+    counted = read_bundle_counters(str(directory / "samples" / "diskstats.jsonl"))
+    (directory / "iostat.json").write_text(json.dumps(iostat_document(host, counted)))
+    return counted
+
+
+def test_a_bundles_own_counters_serve_a_report_on_it(tmp_path, caplog):
+    """``fioscope report --iostat bundle/iostat.json``: the bundle's raw samples are its counters (the report judges
+    them as the capture did); a plain iostat file has none; a damaged samples file is one warning, and the rates serve."""
+    from fioscope.reporting.offline.load import bundle_counters, load_iostat
+
+    kernel = _kernel_samples(20, 2.0)
+    counted = _bundle(tmp_path / "bundle", kernel)
+    path = str(tmp_path / "bundle" / "iostat.json")
+    [got] = bundle_counters([path], load_iostat(path)).values()
+    assert [(t, d["loop0"].reads) for t, d, _ in got] == [(t, float(round(d["loop0"].reads))) for t, d, _ in kernel] == \
+        [(t, d["loop0"].reads) for t, d, _ in counted]
+    plain = tmp_path / "plain" / "iostat.json"
+    plain.parent.mkdir()
+    plain.write_text((tmp_path / "bundle" / "iostat.json").read_text())
+    assert bundle_counters([str(plain)], load_iostat(str(plain))) == {}
+    raw = tmp_path / "bundle" / "samples" / "diskstats.jsonl"
+    raw.write_text(raw.read_text() + '{"t": "soon", "diskstats": [], "stat": ""}\n')
+    assert bundle_counters([path], load_iostat(path)) == {}
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert f"{raw}: line 21:" in warning and "rebuilt from" in warning, warning
+
+
+@pytest.mark.slow  # a temporary Prometheus and three offline diagnoses: ~15 s
+def test_a_capture_judged_from_its_counters_reads_as_from_its_rates(tmp_path, caplog):
+    """The temporary Prometheus serves the kernel's counters a capture hands over, and the report is the one its
+    iostat.json alone gives (the same figures and verdicts: issue 26 changes no report): handed over in process (the
+    capture's own report), read from the bundle (a report on it later), or rebuilt from the rates (a plain copy)."""
     from fioscope.reporting.offline.load import load_iostat
     from fioscope.reporting.offline.pipeline import backfilled, offline_diagnosis
     from fioscope.reporting.prometheus import Prometheus
     from fioscope.reporting.reportjson import report_json
 
-    kernel = _kernel_samples(200, 2.0)
-    path = tmp_path / "iostat.json"
-    path.write_text(json.dumps(iostat_document("vm1", kernel)))
-    end = load_iostat(str(path))[0].samples[-1].timestamp
-    with backfilled(load_iostat(str(path)), [], tmp_path / "work", kernel={"vm1": kernel}) as server:
+    kernel = _bundle(tmp_path / "bundle", _kernel_samples(200, 2.0))
+    path = str(tmp_path / "bundle" / "iostat.json")
+    plain = tmp_path / "plain.json"
+    plain.write_text((tmp_path / "bundle" / "iostat.json").read_text())
+    end = load_iostat(path)[0].samples[-1].timestamp
+    with backfilled(load_iostat(path), [], tmp_path / "work", kernel={"vm1": kernel}) as server:
         [reads] = Prometheus(server.url).instant('node_disk_reads_completed_total{device="loop0"}', end)
     assert reads.values[0] == kernel[-1][1]["loop0"].reads
-    rebuilt = json.loads(report_json(offline_diagnosis([str(path)], None, None)))
-    counted = json.loads(report_json(offline_diagnosis([str(path)], None, None, kernel={"vm1": kernel})))
-    assert counted == rebuilt
-    assert counted["devices"][0]["series"]["r/s"] and any(v["kind"] == "alerts" for v in counted["verdicts"])
+    reports = [json.loads(report_json(offline_diagnosis(*args, **kw))) for args, kw in (
+        (([path], None, None), {"kernel": {"vm1": kernel}}), (([path], None, None), {}), (([str(plain)], None, None), {}))]
+    assert reports[2].pop("title").endswith("plain.json") and reports[0].pop("title") == reports[1].pop("title")
+    assert reports[0] == reports[1] == reports[2]
+    assert reports[0]["devices"][0]["series"]["r/s"] and any(v["kind"] == "alerts" for v in reports[0]["verdicts"])
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]

@@ -11,7 +11,8 @@ inside a phase (file creation would read as load during "idle"). The bundle dire
 - ``results/``: fio's result files, one per load phase (``prepare/``: the layout runs);
 - ``report.html``, its PNGs and ``report.json``: the offline diagnosis of ``iostat.json`` and
   ``results/`` (``fioscope report --iostat``), so the verdicts are decided by the same rules; the rules read the
-  sampled counters themselves, handed over in process (never rebuilt from iostat.json's rates).
+  sampled counters themselves, handed over in process (a later ``fioscope report`` on the bundle reads them from
+  ``samples/``), never rebuilt from iostat.json's rates.
 
 Ctrl-C (or SIGTERM) stops the plan (fio is terminated), and the report of what was captured is
 still written.

@@ -8,11 +8,11 @@ One module per step: ``load`` (iostat files, fio results), ``counters`` (the ser
 promtool, the temporary Prometheus), ``rules`` (recording and alert rules evaluated), ``pipeline`` (the pass, to one
 ``DiagnosisInput`` and the pure ``diagnosis.diagnose``).
 
-1. Counters are built once. ``fioscope capture`` read the kernel's counters and hands them over (``kernel``): they
-   are backfilled as counted, at the instants below. Only a plain iostat file, which has rates and no counters, has
-   each interval turned back into the node_exporter counters it was computed from
-   (``r/s`` x interval -> reads completed, ``r_await`` x ``r/s`` -> time reading, ``aqu-sz`` -> weighted
-   time in flight, ``%util`` -> time busy, avg-cpu -> CPU seconds per mode: fioscope_mixin.columns), with
+1. Counters are built once. ``fioscope capture`` read the kernel's counters and hands them over (``kernel``; a report
+   on a bundle reads them from its ``samples/diskstats.jsonl``): they are backfilled as counted, at the instants
+   below. Only a plain iostat file, which has rates and no counters, has each interval turned back into the
+   node_exporter counters it was computed from (``r/s`` x interval -> reads completed, ``r_await`` x ``r/s`` -> time
+   reading, ``aqu-sz`` -> weighted time in flight, ``%util`` -> time busy, avg-cpu -> CPU seconds per mode: fioscope_mixin.columns), with
    ``job="node"``, ``instance="iostat:<nodename>"`` and ``host=<nodename>``; a rate is
    constant within an interval, so an interval longer than ``MAX_SAMPLE_GAP`` gets
    interpolated counter samples at each evaluation instant in it and half a rate window

@@ -19,14 +19,12 @@ from dataclasses import dataclass
 from fioscope_mixin import columns
 from fioscope_mixin.columns import CPU_MODES
 
-from ..timeline import DiskCounters, Points
-from .load import DISK_COUNTERS, DISK_TIME_COUNTERS, RATE_WINDOW, FioRun, IostatCapture, IostatSample
+from ..timeline import Points
+from .load import DISK_COUNTERS, DISK_TIME_COUNTERS, RATE_WINDOW, FioRun, IostatCapture, IostatSample, KernelSamples
 
 MAX_SAMPLE_GAP = 20.0  # a longer interval gets interpolated counter samples (rate windows of 1m see >= 2)
 MIN_GRID_STEP = 15.0  # the stack's evaluation interval (alerts/config.yaml); coarser for long captures
 READ_SLACK = 0.002  # seconds between a counter's read and the iostat timestamp written from it (whole ms)
-# ``fioscope capture``'s samples of one host: (unix seconds, device -> its counters, avg-cpu group -> ticks)
-KernelSamples = list[tuple[float, dict[str, DiskCounters], dict[str, float]]]
 COUNTER_OF = {c.series: c.counter for c in columns.DISK}  # node_exporter series -> the kernel counter (DiskCounters' field)
 
 

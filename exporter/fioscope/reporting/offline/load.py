@@ -21,8 +21,10 @@ from fioscope_mixin import columns
 from fioscope_mixin.columns import CPU_MODES
 
 from .. import ReportError
+from ..capture import parse_cpu, parse_diskstats
 from ..phases import RunWindow
 from ..results import read_runs
+from ..timeline import DiskCounters
 
 log = logging.getLogger("fioscope.report")
 
@@ -41,12 +43,17 @@ MAX_FILE_BYTES = 512 * 2**20  # a day at 1 s of 8 devices is ~300 MiB of iostat 
 MAX_DEVICES = 64  # (host, device) pairs in one report; --device picks some
 MAX_SPAN = 31 * 86400.0  # first to last sample
 MAX_DEVICE_SAMPLES = 60_000  # kept (sample x device) rows; beyond, consecutive samples are merged (exact sums)
+MAX_KERNEL_ROWS = 2_000_000  # (sample x device) rows of a bundle's counters; beyond, its iostat.json's rates serve
 GAP_FACTOR, GAP_MIN = 10.0, 300.0  # an interval this much longer than the one before is a gap, not a long interval
 MAX_UTIL = 110.0  # %util: sysstat caps it at 100; older kernels overshoot a little
 MAX_RATE = 1e12  # no disk completes, merges or moves this much per second (kB, IO, ms)
 REQUIRED = ("r/s", "w/s", "r_await", "w_await", "aqu-sz", "util")
 USED = sorted({c for c, _ in DISK_COUNTERS.values()} | {c for pair in DISK_TIME_COUNTERS.values() for c in pair})
 MAX_SPANS = 100  # separate stretches of data (a gap starts a new one)
+
+# ``fioscope capture``'s samples of one host: (unix seconds, device -> its counters, avg-cpu group -> ticks)
+KernelSamples = list[tuple[float, dict[str, DiskCounters], dict[str, float]]]
+BUNDLE_COUNTERS = Path("samples") / "diskstats.jsonl"  # beside a capture bundle's iostat.json (docs/contracts.md section 5)
 
 
 @dataclass
@@ -362,3 +369,46 @@ def input_notes(captures: list[IostatCapture]) -> list[str]:
         if c.merged > 1:
             notes.append(f"{c.path}: a large capture; every {c.merged} consecutive iostat reports read as one.")
     return notes
+
+
+def bundle_counters(paths: list[str], captures: list[IostatCapture]) -> dict[str, KernelSamples]:
+    """host -> the kernel counters of a ``fioscope capture`` bundle, read from the raw samples beside its iostat.json
+    (``BUNDLE_COUNTERS``), so a report on the bundle judges the counters as counted, as the capture's own report did.
+    Nothing for another iostat file; a file that cannot be read whole is one warning, and the rates serve."""
+    out: dict[str, KernelSamples] = {}
+    for path in paths:
+        raw = Path(path).parent / BUNDLE_COUNTERS
+        hosts = {c.host for c in captures if c.path == path}
+        if len(hosts) != 1 or not raw.is_file():
+            continue
+        try:
+            out[hosts.pop()] = read_bundle_counters(str(raw))
+        except ReportError as exc:
+            log.warning("%s; the counters are rebuilt from %s's rates", exc, path)
+    return out
+
+
+def read_bundle_counters(path: str) -> KernelSamples:
+    """``samples/diskstats.jsonl``: one JSON object per sample (``t``, ``diskstats`` lines, ``stat`` line), in time order;
+    ReportError naming the file and the first thing wrong."""
+    samples: KernelSamples = []
+    rows = 0
+    for n, line in enumerate(_read(path).splitlines(), 1):
+        try:
+            obj = json.loads(line)
+            t, lines, stat = float(obj["t"]), obj["diskstats"], str(obj["stat"])
+            if not (math.isfinite(t) and isinstance(lines, list) and all(isinstance(x, str) for x in lines)):
+                raise ValueError("t, diskstats or stat of the wrong kind")
+            if samples and t <= samples[-1][0]:
+                raise ValueError("not later than the sample before")
+            disks = parse_diskstats("\n".join(lines), {f[2] for f in (x.split() for x in lines) if len(f) > 2})
+            cpu = parse_cpu(stat)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            raise ReportError(f"{path}: line {n}: {exc}") from None
+        rows += len(disks)
+        if rows > MAX_KERNEL_ROWS:
+            raise ReportError(f"{path}: more than {MAX_KERNEL_ROWS} (sample x device) rows")
+        samples.append((t, disks, cpu))
+    if len(samples) < 2:
+        raise ReportError(f"{path}: fewer than two samples")
+    return samples

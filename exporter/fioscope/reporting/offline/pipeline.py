@@ -16,8 +16,8 @@ from ..diagnosis import DiagnosisInput, device_names, diagnose, fio_figures
 from ..html import Report
 from ..prometheus import Prometheus
 from ..timeline import CpuTimeline, from_iostat_samples
-from .counters import Family, KernelSamples, counter_points, fio_series, merged
-from .load import FioRun, IostatCapture, check_bounds, coverage, input_notes, load_fio_runs, load_iostat
+from .counters import Family, counter_points, fio_series, merged
+from .load import FioRun, IostatCapture, KernelSamples, bundle_counters, check_bounds, coverage, input_notes, load_fio_runs, load_iostat
 from .rules import _load_rules, evaluate_alerts, evaluate_recording_over, evaluation_grid, on_grid, rule_levels
 from .tsdb import TemporaryPrometheus, backfill, write_openmetrics
 
@@ -79,10 +79,11 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
     own (``fioscope capture``), so the report is whole when it is made. ``failed_loads``: (start, end, reason, device)
     of loads that failed (capture's phases); a run within one counts as failed, and the device's verdict is inconclusive.
     ``kernel``: host -> the counters a capture read (``fioscope capture`` hands its samples over: the rules read them as
-    counted, not rebuilt from iostat.json's rates)."""
+    counted, not rebuilt from iostat.json's rates); without it, a capture bundle's own (``bundle_counters``)."""
     thresholds = thresholds or shipped()
     captures = [c for p in paths for c in load_iostat(p, devices)]
     check_bounds(captures)
+    kernel = kernel if kernel is not None else bundle_counters(paths, captures)
     start = min(c.samples[0].timestamp for c in captures)
     end = max(c.samples[-1].timestamp for c in captures)
     runs = [r for r in load_fio_runs(results) if r.end >= start and r.start <= end]
