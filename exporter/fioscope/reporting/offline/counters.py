@@ -1,7 +1,8 @@
 """The series the temporary Prometheus serves: node_exporter's counters with ``job="node"``,
 ``instance="iostat:<host>"``, ``host=<host>``, and the fio runs' series.
 
-A plain iostat file has rates only: each interval is turned back into the counters it was computed from
+Counters are built once: a capture's are the kernel's, as counted (``fioscope capture`` hands them over, a bundle keeps
+them). A plain iostat file has rates only: each interval is turned back into the counters it was computed from
 (``counter_points``, fioscope_mixin.columns); a rate is constant within an interval, so an interval longer than
 ``MAX_SAMPLE_GAP`` gets interpolated counter samples at each evaluation instant in it and half a rate window before
 (the rules' ``rate(...[1m])`` always see two).
@@ -138,7 +139,7 @@ def _kernel_points(kernel: KernelSamples, base: dict[str, str], devices: list[st
 def _valued(instants: Iterable[tuple[int, float, float]], read: Points) -> Points:
     """The instants of a series valued from its counter's reads: where a stretch starts, the counter then; at a sample's
     end, the counter read then; the instants inside a long sample share its growth equally, as ``counter_points``
-    shares a rate (the two ways write the same points but for iostat's rounding)."""
+    shares a rate (the two ways write the same instants, moving alike but for iostat.json's rounding)."""
     points: Points = []
     for _, group in itertools.groupby(instants, key=lambda x: x[0]):
         steps = []
