@@ -91,13 +91,16 @@ def test_a_bundles_own_counters_serve_a_report_on_it(tmp_path, caplog):
     kernel = _kernel_samples(20, 2.0)
     counted = _bundle(tmp_path / "bundle", kernel)
     path = str(tmp_path / "bundle" / "iostat.json")
-    [got] = bundle_counters([path], load_iostat(path)).values()
+    got = bundle_counters([path], load_iostat(path))[path]
     assert [(t, d["loop0"].reads) for t, d, _ in got] == [(t, float(round(d["loop0"].reads))) for t, d, _ in kernel] == \
         [(t, d["loop0"].reads) for t, d, _ in counted]
     plain = tmp_path / "plain" / "iostat.json"
     plain.parent.mkdir()
     plain.write_text((tmp_path / "bundle" / "iostat.json").read_text())
     assert bundle_counters([str(plain)], load_iostat(str(plain))) == {}
+    later = _bundle(tmp_path / "later", [(t + 3600, d, c) for t, d, c in kernel])  # the same host an hour later
+    both = [path, str(tmp_path / "later" / "iostat.json")]
+    assert bundle_counters(both, [c for p in both for c in load_iostat(p)]) == {both[0]: counted, both[1]: later}
     raw = tmp_path / "bundle" / "samples" / "diskstats.jsonl"
     raw.write_text(raw.read_text() + '{"t": "soon", "diskstats": [], "stat": ""}\n')
     assert bundle_counters([path], load_iostat(path)) == {}
@@ -120,11 +123,11 @@ def test_a_capture_judged_from_its_counters_reads_as_from_its_rates(tmp_path, ca
     plain = tmp_path / "plain.json"
     plain.write_text((tmp_path / "bundle" / "iostat.json").read_text())
     end = load_iostat(path)[0].samples[-1].timestamp
-    with backfilled(load_iostat(path), [], tmp_path / "work", kernel={"vm1": kernel}) as server:
+    with backfilled(load_iostat(path), [], tmp_path / "work", kernel={path: kernel}) as server:
         [reads] = Prometheus(server.url).instant('node_disk_reads_completed_total{device="loop0"}', end)
     assert reads.values[0] == kernel[-1][1]["loop0"].reads
     reports = [json.loads(report_json(offline_diagnosis(*args, **kw))) for args, kw in (
-        (([path], None, None), {"kernel": {"vm1": kernel}}), (([path], None, None), {}), (([str(plain)], None, None), {}))]
+        (([path], None, None), {"kernel": {path: kernel}}), (([path], None, None), {}), (([str(plain)], None, None), {}))]
     assert reports[2].pop("title").endswith("plain.json") and reports[0].pop("title") == reports[1].pop("title")
     assert reports[0] == reports[1] == reports[2]
     assert reports[0]["devices"][0]["series"]["r/s"] and any(v["kind"] == "alerts" for v in reports[0]["verdicts"])

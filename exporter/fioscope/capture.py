@@ -476,7 +476,7 @@ def run_capture(args, thresholds: Thresholds) -> int:
         failed_line = [f"{len(failures)} load phase(s) failed ({failures[0][2]}): the disk's verdict is inconclusive."] if failures else []
         report = offline_diagnosis([str(iostat)], str(results) if any(results.glob("*.json")) else None, None, thresholds,
                                    title=f"Capture on {host} — {target.directory}", lead=[*failed_line, phases_line],
-                                   failed_loads=failures, kernel={host: sampler.samples})
+                                   failed_loads=failures, kernel={str(iostat): sampler.samples})
         path = write_report(report, output)
     finally:
         # a stray SIGTERM reached the process as it exited, now and then, after a layout run was stopped (fio's doing, it

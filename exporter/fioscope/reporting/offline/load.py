@@ -372,17 +372,16 @@ def input_notes(captures: list[IostatCapture]) -> list[str]:
 
 
 def bundle_counters(paths: list[str], captures: list[IostatCapture]) -> dict[str, KernelSamples]:
-    """host -> the kernel counters of a ``fioscope capture`` bundle, read from the raw samples beside its iostat.json
+    """iostat file -> the kernel counters of a ``fioscope capture`` bundle, read from the raw samples beside its iostat.json
     (``BUNDLE_COUNTERS``), so a report on the bundle judges the counters as counted, as the capture's own report did.
     Nothing for another iostat file; a file that cannot be read whole is one warning, and the rates serve."""
     out: dict[str, KernelSamples] = {}
     for path in paths:
         raw = Path(path).parent / BUNDLE_COUNTERS
-        hosts = {c.host for c in captures if c.path == path}
-        if len(hosts) != 1 or not raw.is_file():
-            continue
+        if len({c.host for c in captures if c.path == path}) != 1 or not raw.is_file():
+            continue  # a bundle's iostat.json has its one host (two bundles of one host: each its own counters)
         try:
-            out[hosts.pop()] = read_bundle_counters(str(raw))
+            out[path] = read_bundle_counters(str(raw))
         except ReportError as exc:
             log.warning("%s; the counters are rebuilt from %s's rates", exc, path)
     return out

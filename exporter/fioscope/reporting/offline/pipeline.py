@@ -18,7 +18,7 @@ from ..prometheus import Prometheus
 from ..timeline import CpuTimeline, from_iostat_samples
 from .counters import Family, counter_points, fio_series, merged
 from .load import FioRun, IostatCapture, KernelSamples, bundle_counters, check_bounds, coverage, input_notes, load_fio_runs, load_iostat
-from .rules import _load_rules, evaluate_alerts, evaluate_recording_over, evaluation_grid, on_grid, rule_levels
+from .rules import evaluate_alerts, evaluate_recording_over, evaluation_grid, load_rules, on_grid, rule_levels
 from .tsdb import TemporaryPrometheus, backfill, write_openmetrics
 
 
@@ -27,7 +27,7 @@ def backfilled(captures: list[IostatCapture], runs: list[FioRun], work: Path, ex
                thresholds: Thresholds | None = None, kernel: dict[str, KernelSamples] | None = None) -> Iterator[TemporaryPrometheus]:
     """A temporary Prometheus serving the captures as node_exporter counters, the fio runs, ``extra``
     series, and the recording rules' output on the evaluation grid (``server.grid``); ``thresholds``: the command's settings
-    (default the shipped ones); ``kernel``: host -> the kernel's counters where a capture has them (``counter_points``)."""
+    (default the shipped ones); ``kernel``: iostat file -> its host's kernel counters where a capture has them (``counter_points``)."""
     thresholds = thresholds or shipped()
     check_bounds(captures)
     end = max(c.samples[-1].timestamp for c in captures)
@@ -35,13 +35,13 @@ def backfilled(captures: list[IostatCapture], runs: list[FioRun], work: Path, ex
     devices = len({(c.host, d) for c in captures for s in c.samples for d in s.disks}) + len(hosts)
     spans = coverage(captures)
     grid = evaluation_grid(spans, devices, thresholds.evaluation_interval)
-    recording = _load_rules("recording.rules.yaml", thresholds)
+    recording = load_rules("recording.rules.yaml", thresholds)
     work.mkdir(parents=True, exist_ok=True)
     data, om = work / "data", work / "series.om"
     fine = min(5.0, grid.step / 3)  # fio runs: when one starts and ends, finer than the grid
     times = [t for a, b in on_grid(spans, grid, fine) for t in _range(a, b, fine)]
     raw = merged([fio_series(runs, hosts[0], grid.start, end, times), *([extra] if extra else [])])
-    write_openmetrics(om, [raw], (p for c in captures for p in counter_points(c, grid, (kernel or {}).get(c.host))))
+    write_openmetrics(om, [raw], (p for c in captures for p in counter_points(c, grid, (kernel or {}).get(c.path))))
     backfill(om, data, "backfilling the iostat samples")
     om.unlink()
     server = TemporaryPrometheus(data, work)
@@ -78,8 +78,9 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
     """The diagnosis of iostat files (+ fio results): ``title`` and ``lead`` (summary lines first) where a caller has its
     own (``fioscope capture``), so the report is whole when it is made. ``failed_loads``: (start, end, reason, device)
     of loads that failed (capture's phases); a run within one counts as failed, and the device's verdict is inconclusive.
-    ``kernel``: host -> the counters a capture read (``fioscope capture`` hands its samples over: the rules read them as
-    counted, not rebuilt from iostat.json's rates); without it, a capture bundle's own (``bundle_counters``)."""
+    ``kernel``: iostat file -> the counters a capture of its one host read (``fioscope capture`` hands its samples over:
+    the rules read them as counted, not rebuilt from iostat.json's rates); without it, a capture bundle's own
+    (``bundle_counters``)."""
     thresholds = thresholds or shipped()
     captures = [c for p in paths for c in load_iostat(p, devices)]
     check_bounds(captures)
@@ -90,7 +91,7 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
     for run in runs:
         run.failed = run.failed or next((why for a, b, why, _ in failed_loads or [] if a - 1 <= run.start and run.end <= b + 1), "")
     hosts = sorted({c.host for c in captures})
-    alerting = _load_rules("alerts.rules.yaml", thresholds)
+    alerting = load_rules("alerts.rules.yaml", thresholds)
     with tempfile.TemporaryDirectory(prefix="fioscope-report-") as tmp, \
             backfilled(captures, runs, Path(tmp), thresholds=thresholds, kernel=kernel) as server:
         prom = Prometheus(server.url, flag="temporary Prometheus")

@@ -53,7 +53,7 @@ def evaluate_recording(prom: Prometheus, rule: dict, start: float, end: float,
     return {rule["record"]: out}
 
 
-def _load_rules(name: str, thresholds: Thresholds) -> list[dict]:
+def load_rules(name: str, thresholds: Thresholds) -> list[dict]:
     """The groups of alerts/<name> as the mixin generates them from the command's settings; every alert's ``for:`` checked up front."""
     try:
         groups = rule_groups(thresholds.settings)[f"alerts/{name}"]
