@@ -307,7 +307,7 @@ def _overload_diagnosis(tmp_path: Path):
     """The overload capture through the pure diagnosis, the throttling alert held where the rules hold it (12:43:07 to the
     load's end): the charts as drawn, no Prometheus needed."""
     from fioscope.reporting.diagnosis import DiagnosisInput, FioFigures, Firing, diagnose
-    from fioscope.reporting.iostat import load_fio_runs, load_iostat
+    from fioscope.reporting.offline.load import load_fio_runs, load_iostat
     from fioscope.reporting.timeline import CpuTimeline, from_iostat_samples
     from fioscope.thresholds import shipped
 

@@ -10,7 +10,7 @@ def test_diagnose_is_pure_and_takes_its_callers_title_and_lines(monkeypatch):
     import socket
 
     from fioscope.reporting.diagnosis import DiagnosisInput, FioFigures, Firing, diagnose
-    from fioscope.reporting.iostat import load_iostat
+    from fioscope.reporting.offline.load import load_iostat
     from fioscope.reporting.timeline import from_iostat_samples
     from fioscope.thresholds import load_thresholds
 

@@ -103,7 +103,7 @@ def test_a_mistyped_rule_duration_is_refused_where_the_rules_come_from(override,
 
 def test_offline_rules_mistyped_for_is_an_error_naming_the_alert():
     from fioscope.reporting import ReportError
-    from fioscope.reporting.iostat import rule_hold
+    from fioscope.reporting.offline.rules import rule_hold
 
     with pytest.raises(ReportError, match="alert 'Mistyped': for: '5 minutes' is not a duration"):
         rule_hold({"alert": "Mistyped", "for": "5 minutes"}, "alerts/alerts.rules.yaml")

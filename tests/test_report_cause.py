@@ -121,7 +121,8 @@ def test_slow_under_more_load_is_no_fault_and_names_no_cause(neighbour_report):
 def test_offline_levels_put_each_cause_after_what_it_reads_and_the_causes_before_it():
     """Offline, a level reads only what lower levels backfilled: a cause ``unless`` a higher cause must come after it, and
     after the slow ratio and the normal load it reads (all the causes shared one level, before either: none was named)."""
-    from fioscope.reporting.iostat import _load_rules, rule_levels
+    from fioscope.reporting.offline.rules import load_rules as _load_rules
+    from fioscope.reporting.offline.rules import rule_levels
     from fioscope.thresholds import shipped
     from fioscope_mixin import names as n
     from fioscope_mixin.cause import CAUSES
@@ -140,7 +141,8 @@ def test_live_report_reads_the_causes_the_stack_recorded(tmp_path):
     """The live report reads the cause series a Prometheus recorded (here one serving the capture with the rules' output
     backfilled, as the offline report's is): the same episodes, per device, as offline."""
     from fioscope.reporting.diagnosis import diagnose, live_input
-    from fioscope.reporting.iostat import backfilled, load_iostat
+    from fioscope.reporting.offline.load import load_iostat
+    from fioscope.reporting.offline.pipeline import backfilled
     from fioscope.reporting.prometheus import Prometheus
 
     captures = load_iostat(str(neighbour_capture(tmp_path / "iostat.json")))

@@ -137,7 +137,8 @@ def test_page_reads_verdict_first_with_binary_units(capped_report, tmp_path):
 def test_two_runs_of_one_profile_make_one_running_series():
     """Two results of one profile share their labels: fio_run_running must stay one series with one value per time
     (it held two interleaved lists, so the rules saw no fio load at all)."""
-    from fioscope.reporting.iostat import FioRun, fio_series
+    from fioscope.reporting.offline.load import FioRun
+    from fioscope.reporting.offline.counters import fio_series
 
     runs = [FioRun("rand-read-iops", "t", "loop0", 100.0, 102.0, None, {}), FioRun("rand-read-iops", "t", "loop0", 150.0, 190.0, None, {})]
     [(labels, points)] = fio_series(runs, "vm", 90.0, 200.0)["fio_run_running"].items()
@@ -171,7 +172,7 @@ def test_downsampling_keeps_each_buckets_minimum_and_maximum():
 def test_kernel_counters_become_iostat_columns_and_round_trip_through_iostat_json(tmp_path):
     """capture's /proc/diskstats reading -> iostat's columns (as iostat computes them) -> iostat.json -> the offline reader."""
     from fioscope.reporting.capture import iostat_document, parse_cpu, parse_diskstats
-    from fioscope.reporting.iostat import load_iostat
+    from fioscope.reporting.offline.load import load_iostat
 
     line = "   7       0 loop0 {r} 0 {rs} {rt} {w} 0 {ws} {wt} 0 {io} {wio} 0 0 0 0 0 0"
     a = parse_diskstats(line.format(r=1000, rs=8000, rt=500, w=10, ws=80, wt=20, io=1000, wio=3000), {"loop0"})

@@ -75,7 +75,7 @@ def test_one_bad_file_is_skipped_named_and_stated(tmp_path, caplog, bad):
 
 def test_fio_2_output_is_skipped_not_shown_as_zero_latency(tmp_path):
     """fio 2.x has latencies in microseconds under other keys: the reports read it as 0 s; now skipped, named."""
-    from fioscope.reporting.iostat import load_fio_runs
+    from fioscope.reporting.offline.load import load_fio_runs
     from fioscope.reporting.results import load_results
 
     root = results_dir(tmp_path, old=(FIO_OUTPUTS / "fio-2.21" / "randrw.json").read_text())
@@ -94,7 +94,7 @@ def test_fio_2_output_is_skipped_not_shown_as_zero_latency(tmp_path):
 
 def test_client_server_output_reaches_both_reports(tmp_path):
     """client_stats (fio --client): the diagnosis' fio runs were read from ``jobs`` only and came out empty."""
-    from fioscope.reporting.iostat import load_fio_runs
+    from fioscope.reporting.offline.load import load_fio_runs
     from fioscope.reporting.results import load_results
 
     root = tmp_path / "cs"
@@ -109,7 +109,7 @@ def test_client_server_output_reaches_both_reports(tmp_path):
 
 def test_one_size_cap_for_every_reader(tmp_path, caplog):
     """resultfile's cap (16 MiB) holds for the reports too: the performance report allowed 64 MiB, the diagnosis any size."""
-    from fioscope.reporting.iostat import load_fio_runs
+    from fioscope.reporting.offline.load import load_fio_runs
     from fioscope.reporting.results import load_results
     from fioscope.resultfile import MAX_FILE_BYTES
 

@@ -54,7 +54,7 @@ def test_offline_diagnosis_capped_disk_is_throttled_at_the_lab_cap(tmp_path):
 
 @pytest.mark.slow
 def test_offline_diagnosis_healthy_disk_is_not_throttled(tmp_path):
-    from fioscope.reporting.iostat import offline_diagnosis
+    from fioscope.reporting.offline.pipeline import offline_diagnosis
 
     report = offline_diagnosis([str(IOSTAT / "healthy.json")], str(IOSTAT / "healthy-results"), None)
     throttled = [v for v in report.verdicts if v.kind == "throttled"]
@@ -90,7 +90,7 @@ def burst_then_cap_capture(path: Path, step: int = 5) -> Path:
 def test_offline_diagnosis_burst_then_cap_is_throttled(tmp_path):
     """Burst credits spent: FioscopeDiskThrottledAfterBurst fires, so the verdict says throttled (it said
     "not throttled" while its own alert list fired that alert: the diagnosis had its own list of throttling alerts)."""
-    from fioscope.reporting.iostat import offline_diagnosis
+    from fioscope.reporting.offline.pipeline import offline_diagnosis
     from fioscope_mixin.names import ALERT_DISK_THROTTLED_AFTER_BURST
 
     report = offline_diagnosis([str(burst_then_cap_capture(tmp_path / "burst.json"))], None, None)
@@ -102,7 +102,8 @@ def test_offline_diagnosis_burst_then_cap_is_throttled(tmp_path):
 
 def test_iostat_counters_rebuild_the_iostat_columns():
     """The counters the rules read give back iostat's own figures for each interval."""
-    from fioscope.reporting.iostat import counter_series, load_iostat
+    from fioscope.reporting.offline.counters import counter_series
+    from fioscope.reporting.offline.load import load_iostat
 
     [capture] = load_iostat(str(IOSTAT / "capped.json"))
     series = counter_series(capture)
@@ -277,7 +278,7 @@ def assert_one_line_failure(proc: subprocess.CompletedProcess, out: Path, *words
 def test_reports_read_the_annotation_as_the_exporter_does(sweep, tmp_path, caplog):
     """Both report readers take the fioscope annotation through resultfile.Annotation: its target and tags
     are used, and a malformed one skips its file with one warning naming it (the others still count)."""
-    from fioscope.reporting.iostat import load_fio_runs
+    from fioscope.reporting.offline.load import load_fio_runs
     from fioscope.reporting.results import load_results
 
     _, results, _ = sweep

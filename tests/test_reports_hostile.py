@@ -81,7 +81,8 @@ def test_offline_diagnosis_of_hostile_names_runs_no_script(tmp_path):
 @pytest.mark.slow
 def test_live_diagnosis_of_hostile_labels_runs_no_script(tmp_path):
     """A live Prometheus whose series carry hostile labels: ALERTS, fioscope_disk_info names, fio runs."""
-    from fioscope.reporting.iostat import backfilled, load_iostat
+    from fioscope.reporting.offline.pipeline import backfilled
+    from fioscope.reporting.offline.load import load_iostat
 
     captures = load_iostat(str(hostile.hostile_capture(tmp_path / "capture.json")))
     start, end = captures[0].samples[0].timestamp, captures[0].samples[-1].timestamp
@@ -100,7 +101,7 @@ def test_live_diagnosis_of_hostile_labels_runs_no_script(tmp_path):
 
 
 def _labels(labels: dict[str, str]) -> str:
-    from fioscope.reporting.iostat import _labels as om_labels
+    from fioscope.reporting.offline.counters import _labels as om_labels
 
     return om_labels(**labels)
 
@@ -145,7 +146,7 @@ def _data(html: str, key: str) -> str:
 
 
 def test_invalid_values_unit_reasons():
-    from fioscope.reporting.iostat import invalid
+    from fioscope.reporting.offline.load import invalid
 
     assert [invalid("r/s", v) for v in (0, 1.5, 1e6)] == [None, None, None]
     assert invalid("r/s", float("nan")) == invalid("r/s", float("-inf")) == "r/s NaN or infinite"
@@ -189,7 +190,8 @@ def test_a_sample_decades_away_is_one_line_not_gigabytes(tmp_path, seconds, word
 
 @pytest.mark.slow
 def test_a_30_day_gap_stays_a_gap(tmp_path):
-    from fioscope.reporting.iostat import Grid, counter_series, load_iostat
+    from fioscope.reporting.offline.counters import Grid, counter_series
+    from fioscope.reporting.offline.load import load_iostat
 
     capture = hostile.with_gap_capture(tmp_path / "capture.json", 30)
     [loaded] = load_iostat(str(capture))
@@ -218,7 +220,8 @@ def test_dev_zero_and_other_non_json_input_is_one_fast_line(tmp_path):
 
 
 def test_too_large_a_file_is_one_line(tmp_path, monkeypatch):
-    from fioscope.reporting import ReportError, iostat
+    from fioscope.reporting import ReportError
+    from fioscope.reporting.offline import load as iostat
 
     monkeypatch.setattr(iostat, "MAX_FILE_BYTES", 10_000)  # the real bound is 512 MiB: too large for a test file
     with pytest.raises(ReportError, match=r"--iostat .*capped.json: larger than"):
@@ -226,7 +229,7 @@ def test_too_large_a_file_is_one_line(tmp_path, monkeypatch):
 
 
 def test_too_many_devices_is_one_line_and_device_picks_some(tmp_path):
-    from fioscope.reporting.iostat import MAX_DEVICES, check_bounds, load_iostat
+    from fioscope.reporting.offline.load import MAX_DEVICES, check_bounds, load_iostat
 
     capture = hostile.many_devices_capture(tmp_path / "capture.json", MAX_DEVICES + 1)
     out = tmp_path / "out"
@@ -241,15 +244,16 @@ def test_too_many_devices_is_one_line_and_device_picks_some(tmp_path):
 
 def test_merging_a_large_capture_keeps_the_counters_exact(tmp_path, monkeypatch):
     """A capture over MAX_DEVICE_SAMPLES rows reads k reports as one: every counter ends where it would have."""
-    from fioscope.reporting import iostat
+    from fioscope.reporting.offline import load as iostat
+    from fioscope.reporting.offline.counters import Grid, counter_series
 
     capture = str(hostile.IOSTAT / "capped.json")
     [whole] = iostat.load_iostat(capture)
     monkeypatch.setattr(iostat, "MAX_DEVICE_SAMPLES", 20)
     [merged] = iostat.load_iostat(capture)
     assert merged.merged > 1 and len(merged.samples) < len(whole.samples)
-    grid = iostat.Grid(whole.samples[0].timestamp, 15)
-    a, b = iostat.counter_series(whole, grid), iostat.counter_series(merged, grid)
+    grid = Grid(whole.samples[0].timestamp, 15)
+    a, b = counter_series(whole, grid), counter_series(merged, grid)
     for name in a:
         for labels in a[name]:
             assert b[name][labels][-1][1] == pytest.approx(a[name][labels][-1][1], rel=1e-9, abs=1e-9), (name, labels)

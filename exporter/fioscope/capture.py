@@ -10,7 +10,9 @@ inside a phase (file creation would read as load during "idle"). The bundle dire
 - ``iostat.json``: the same samples as ``iostat -x -t -o JSON`` would print them;
 - ``results/``: fio's result files, one per load phase (``prepare/``: the layout runs);
 - ``report.html``, its PNGs and ``report.json``: the offline diagnosis of ``iostat.json`` and
-  ``results/`` (``fioscope report --iostat``), so the verdicts are decided by the same rules.
+  ``results/`` (``fioscope report --iostat``), so the verdicts are decided by the same rules; the rules read the
+  sampled counters themselves, handed over in process (a later ``fioscope report`` on the bundle reads them from
+  ``samples/``), never rebuilt from iostat.json's rates.
 
 Ctrl-C (or SIGTERM) stops the plan (fio is terminated), and the report of what was captured is
 still written.
@@ -359,7 +361,7 @@ def run_capture(args, thresholds: Thresholds) -> int:
     from .config import ConfigError, Target, check_target, load_config, parse_key_values
     from .jobs import JobFile
     from .reporting.html import write_report
-    from .reporting.iostat import offline_diagnosis
+    from .reporting.offline.pipeline import offline_diagnosis
     from .runner import Runner
     from .store import Store
 
@@ -477,7 +479,7 @@ def run_capture(args, thresholds: Thresholds) -> int:
         failed_line = [f"{len(failures)} load phase(s) failed ({failures[0][2]}): the disk's verdict is inconclusive."] if failures else []
         report = offline_diagnosis([str(iostat)], str(results) if any(results.glob("*.json")) else None, None, thresholds,
                                    title=f"Capture on {host} — {target.directory}", lead=[*failed_line, phases_line],
-                                   failed_loads=failures)
+                                   failed_loads=failures, kernel={str(iostat): sampler.samples})
         path = write_report(report, output)
     finally:
         # a stray SIGTERM reached the process as it exited, now and then, after a layout run was stopped (fio's doing, it

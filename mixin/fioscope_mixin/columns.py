@@ -2,7 +2,7 @@
 ``/proc/diskstats`` field, node_exporter's series of it, and the factor between them.
 
 Everything that turns one into another reads this table: ``fioscope capture``'s /proc sampler, the iostat
-loader and the offline backfill (``fioscope.reporting.iostat``), the timelines (``fioscope.reporting.timeline``),
+loader and the offline backfill (``fioscope.reporting.offline``), the timelines (``fioscope.reporting.timeline``),
 the live diagnosis and the recording rules (``fioscope_mixin.recording``). It lives in the mixin because both
 packages read it and the exporter depends on the mixin, never the other way round (pure data, no imports).
 

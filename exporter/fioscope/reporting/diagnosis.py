@@ -2,7 +2,7 @@
 
 Every verdict comes from the project's alert rules (alerts/alerts.rules.yaml): on a live
 stack from the ``ALERTS`` series Prometheus wrote while evaluating them, offline from the same
-rules evaluated over backfilled iostat data (see ``iostat``). What is drawn and cut into idle and
+rules evaluated over backfilled iostat data (see ``offline``). What is drawn and cut into idle and
 load phases is the data at its own resolution (``timeline``): offline every iostat sample, live
 node_exporter's raw counters between scrapes; runs are shaded as they ran (``phases``).
 """
@@ -26,7 +26,7 @@ from matplotlib.ticker import PercentFormatter
 
 from ..thresholds import Thresholds, shipped
 from ..verdicts import etcd_fsync
-from . import ReportError, humanize
+from . import ReportError, humanize, reportjson
 from .cause import CauseFindings, cause_findings
 from .charts import Line, Window, time_chart
 from .html import Report, Section, Table, Verdict
@@ -45,7 +45,7 @@ from .phases import (
 )
 from .prometheus import Prometheus, Series, spans, step_for
 from .prometheus import where_device as _key
-from .timeline import COLUMNS, MAX_POINTS, CpuTimeline, DiskCounters, Timeline, cpu_from_counters, from_counters, limit
+from .timeline import MAX_POINTS, CpuTimeline, DiskCounters, Timeline, cpu_from_counters, from_counters, limit
 
 log = logging.getLogger("fioscope.report")
 
@@ -95,7 +95,7 @@ class FioFigures:
 
 @dataclass
 class DiagnosisInput:
-    """Everything a diagnosis judges, built once, live (``live_input``) or offline (``reporting.iostat``): the pure
+    """Everything a diagnosis judges, built once, live (``live_input``) or offline (``reporting.offline``): the pure
     ``diagnose`` turns it into the report, which nothing changes afterwards."""
 
     start: float
@@ -181,10 +181,8 @@ def diagnose(inp: DiagnosisInput) -> Report:
             iops = max((v for _, v in timeline.iops()), default=0.0)
             has_data = bool(timeline.values("util"))
             idle.append(f"{label} (peak {humanize.count(iops)} IO/s, util {util:.0f} %)" if has_data else f"{label} (no data)")
-            devices_json.append({"device": device, "host": timeline.host, "verdict": f"{device}: {'idle' if has_data else 'no data'}",
-                                 "ok": True if has_data else None,
-                                 "idle": True, "charted": False, "series": {c: [] for c in COLUMNS},
-                                 "cause": inp.causes.dominant(*key), "cause_episodes": [e.json() for e in inp.causes.of(*key)]})
+            devices_json.append(reportjson.idle_device(device, timeline.host, has_data, inp.causes.dominant(*key),
+                                                       [e.json() for e in inp.causes.of(*key)]))
             continue
         device_phases = phases(timeline, runs, start, end)
         alerts = ", ".join(sorted({f.alertname for f in throttle}))  # report.json and the details section; plain words on the page
@@ -214,14 +212,8 @@ def diagnose(inp: DiagnosisInput) -> Report:
         report.verdicts += extra
         section = device_section(label, shown, [r for r in runs if r.loads(device)], device_phases, (start, end), held)
         report.sections.append(section)
-        devices_json.append({"device": device, "host": timeline.host, "verdict": text, "ok": ok, "idle": False, "charted": True,
-                             "load_failed": failed[0] if failed else None,
-                             "throttled": [[a, b] for a, b in held],  # the headline's windows: when the throttling alert held
-                             "cause": inp.causes.dominant(*key), "cause_episodes": [e.json() for e in inp.causes.of(*key)],
-                             "downsampled": shown.downsampled, "interval": timeline.interval,
-                             "phases": [{"kind": p.kind, "label": p.label, "start": p.start, "end": p.end, "failed": p.failed or None,
-                                         **{k: (None if math.isnan(v) else v) for k, v in p.stats.items()}} for p in device_phases],
-                             "series": {c: [[t, v] for t, v in shown.values(c)] for c in COLUMNS}})
+        devices_json.append(reportjson.charted_device(timeline, shown, text, ok, failed[0] if failed else None, device_phases, held,
+                                                      inp.causes.dominant(*key), [e.json() for e in inp.causes.of(*key)]))
     if idle:
         report.verdicts.append(Verdict("idle-devices", None, f"Idle, not charted (no fio run, util below {IDLE_DEVICE_UTIL:g} %): "
                                        + ", ".join(idle), {"count": len(idle)}))
@@ -249,14 +241,10 @@ def diagnose(inp: DiagnosisInput) -> Report:
                  fmt_time(f.start), fmt_time(f.end)] for f in sorted(fired, key=lambda f: f.start)]
         report.sections.append(Section("Details: the alert rules that fired", details=True, tables=[
             Table(["alert", "what it says", "severity", "where", "from (UTC)", "to (UTC)"], rows)]))
-    report.json = {"kind": "diagnosis", "window": {"start": start, "end": end},
-                   "runs": [{"job": r.job, "start": r.start, "end": r.end, "device": r.device, "host": r.host, "label": r.label,
-                             "profile": r.profile, "target": r.target, "iops": r.iops, "failed": r.failed or None} for r in runs],
-                   "devices": devices_json,
-                   # the rules by name (the page says what they mean, and names them only in its details section)
-                   "alerts": [{"alert": f.alertname, "summary": meaning.get(f.alertname, ""),
-                               "labels": {k: v for k, v in f.labels.items() if k != "__name__"}, "start": f.start, "end": f.end}
-                              for f in sorted(fired, key=lambda f: f.start)]}
+    report.json = reportjson.diagnosis(start, end, runs, devices_json, [
+        {"alert": f.alertname, "summary": meaning.get(f.alertname, ""),
+         "labels": {k: v for k, v in f.labels.items() if k != "__name__"}, "start": f.start, "end": f.end}
+        for f in sorted(fired, key=lambda f: f.start)])
     report.summary += inp.notes
     return report
 

@@ -30,7 +30,7 @@ def run_report(args, thresholds: Thresholds) -> Path:
         cand, cand_name = _side(args.candidate, "--candidate", args.results)
         report = comparison_report(base, cand, (base_name, cand_name), thresholds)
     elif args.iostat:
-        from .iostat import offline_diagnosis
+        from .offline.pipeline import offline_diagnosis
 
         report = offline_diagnosis(args.iostat, args.results, args.device, thresholds)
     elif args.prometheus_url:

@@ -12,7 +12,8 @@ Contract (docs/contracts.md; add freely, rename nothing):
 - ``"verdicts"``: every verdict of the page (kind, ok, decided, text, data); ``decided`` false: the check's rule needs a
   longer window than was measured (its ``for:`` longer than the capture or its loads), so ``ok`` is null: not a pass.
 
-Performance and comparison reports carry empty ``runs`` and ``devices``.
+Performance and comparison reports carry empty ``runs`` and ``devices``; a diagnosis's are laid out here
+(``diagnosis``, ``idle_device``, ``charted_device``) from what ``diagnosis.diagnose`` decided.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+
+from .phases import Phase, RunWindow
+from .timeline import COLUMNS, Timeline
 
 
 def _finite(value: Any) -> Any:
@@ -41,3 +45,33 @@ def report_json(report: Any) -> str:
            + [{"kind": v.kind, "ok": v.ok, "decided": v.decided, "text": v.text, "data": v.data, "section": s.title}
               for s in report.sections for v in s.verdicts]}
     return json.dumps(_finite(doc), indent=1, allow_nan=False) + "\n"
+
+
+def idle_device(device: str, host: str, has_data: bool, cause: dict | None, cause_episodes: list[dict]) -> dict:
+    """A device shown as idle in one line: no chart, empty series; its slow episodes' cause all the same."""
+    return {"device": device, "host": host, "verdict": f"{device}: {'idle' if has_data else 'no data'}",
+            "ok": True if has_data else None, "idle": True, "charted": False, "series": {c: [] for c in COLUMNS},
+            "cause": cause, "cause_episodes": cause_episodes}
+
+
+def charted_device(timeline: Timeline, shown: Timeline, verdict: str, ok: bool | None, load_failed: str | None,
+                   phases: list[Phase], throttled: list[tuple[float, float]], cause: dict | None, cause_episodes: list[dict]) -> dict:
+    """A charted device: its headline, the windows its throttling alert held, the cause of its slow episodes, its phases,
+    and ``shown``'s points (exactly those drawn)."""
+    return {"device": timeline.device, "host": timeline.host, "verdict": verdict, "ok": ok, "idle": False, "charted": True,
+            "load_failed": load_failed,
+            "throttled": [[a, b] for a, b in throttled],  # the headline's windows: when the throttling alert held
+            "cause": cause, "cause_episodes": cause_episodes,
+            "downsampled": shown.downsampled, "interval": timeline.interval,
+            "phases": [{"kind": p.kind, "label": p.label, "start": p.start, "end": p.end, "failed": p.failed or None,
+                        **{k: (None if math.isnan(v) else v) for k, v in p.stats.items()}} for p in phases],
+            "series": {c: [[t, v] for t, v in shown.values(c)] for c in COLUMNS}}
+
+
+def diagnosis(start: float, end: float, runs: list[RunWindow], devices: list[dict], alerts: list[dict]) -> dict:
+    """A diagnosis's part of report.json: its window, every run in it, the devices (``idle_device``, ``charted_device``)
+    and the alert rules that fired, by name (the page says what they mean, and names them only in its details section)."""
+    return {"kind": "diagnosis", "window": {"start": start, "end": end},
+            "runs": [{"job": r.job, "start": r.start, "end": r.end, "device": r.device, "host": r.host, "label": r.label,
+                      "profile": r.profile, "target": r.target, "iops": r.iops, "failed": r.failed or None} for r in runs],
+            "devices": devices, "alerts": alerts}
