@@ -83,6 +83,10 @@ def test_a_cap_under_a_varying_load_is_one_alert_until_the_load_stops(scenario_l
     assert share >= 0.95, f"firing {share:.1%} of the episode"
     assert len(activations) == 1, f"{len(activations)} activations"
     assert len(notified) == 1, f"{len(notified)} separate notifications"
+    # the reads' falls are no step-down of the capped writes: the burst alert stays silent
+    burst = firing_samples(prom, "FioscopeDiskThrottledAfterBurst", device, run.start, run.end, EVAL)
+    print(f"[episode, 15 s scrapes] FioscopeDiskThrottledAfterBurst firing {len(burst) * EVAL} s of the episode")
+    assert not burst, f"FioscopeDiskThrottledAfterBurst fired {len(burst) * EVAL} s: a fall of the reads taken for a step-down"
 
 
 @pytest.mark.parametrize("scenario", ["episode: stalled disk, queue of 32"])
