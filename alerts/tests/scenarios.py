@@ -473,6 +473,24 @@ SCENARIOS += ISSUE25
 # the device-class block after the issue-25 block: each keeps the seeds it was tuned and observed with
 SCENARIOS += DEVICE_CLASS_SCENARIOS
 
+
+def write_cap_reads_by_minute(t, rng):
+    """Writes capped at 400/s flat, 64 waiting; an independent client's reads drawn per minute, not per scrape: about
+    two minutes in five 1,800-2,500/s, the others 300-450/s (HllHlllHllHHHlllll from onset), so the device's total IOPS
+    and bytes/s fall 3-4x for one to five minutes at a time (as on lab disks, where the reads hold a rate for 15-30 s):
+    no step-down of the write cap, and no plateau under the writes' own peak."""
+    high = random.Random(f"minute-{t // 60}").random() < 0.4
+    r = rng.uniform(1800, 2500) if high else rng.uniform(300, 450)
+    return Sample(r=r, w=400, rb=r * 4096, wb=400 * 4096, r_await=0.0005, w_await=64 / 400, util=1.0, queue=64 + r * 0.0005)
+
+
+# after the device-class block: every earlier scenario keeps its seed (seeds follow the scenario's index)
+SCENARIOS += [
+    Scenario("write cap 400 w/s, reads fall 4x for minutes at a time beside it (one alert)",
+             [Device("e3", "vdb", after_onset(write_cap_reads_by_minute, light_fast), discards=False)],
+             {n.ALERT_DISK_THROTTLED: ("e3/vdb", "writes flat at ~400/s")}, {n.ALERT_DISK_THROTTLED: 90}),
+]
+
 COUNTERS = [  # node_exporter counter, per-second increment from a Sample
     ("node_disk_reads_completed_total", lambda s: s.r),
     ("node_disk_writes_completed_total", lambda s: s.w),
@@ -787,9 +805,13 @@ VALUE_CHECKS = [
     {"expr": 'fioscope:disk_fio_load{host="s9"}', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": n.DISK_FIO_LOAD + _labels({"host": "s9", "device": d}), "value": 1}
                      for d in ("dm-0", "md0", "vda", "vdb")]},
-    # s5 five minutes after its burst: the rate is a tenth of its peak
+    # s5 five minutes after its burst: the rate is a tenth of its peak, in the reads (its only direction) and in all
     {"expr": 'round(fioscope:disk_step_down_ratio{host="s5"}, 0.001)', "eval_time": VALUE_AT,
-     "exp_samples": [{"labels": _labels({**_S2, "host": "s5", "instance": "s5:9100"}), "value": 10}]},
+     "exp_samples": [{"labels": _labels({**_S2, "host": "s5", "instance": "s5:9100", "ddir": d}), "value": 10}
+                     for d in ("all", "read")]},
+    # e3 three minutes into its reads' five low minutes: the reads and the total stepped down, the capped writes not
+    {"expr": 'count by (ddir) (fioscope:disk_step_down_ratio{host="e3"})', "eval_time": duration(28 * 60),
+     "exp_samples": [{"labels": _labels({"ddir": d}), "value": 1} for d in ("all", "read")]},
     # t1 stalled: 32 requests in flight on average, 0.5 completions a second; e1's writes capped, not stalled
     {"expr": 'fioscope:disk_stalled_in_flight', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": n.DISK_STALLED_IN_FLIGHT + _labels({**_S2, "host": h, "instance": f"{h}:9100"}), "value": v}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fioscope_mixin import names as n
-from fioscope_mixin.recording import FSYNC_P99, held_at_level, slow
+from fioscope_mixin.recording import FSYNC_P99, PAIRS, held_at_level, slow
 from fioscope_mixin.rule import ON, Alert, fmt, params
 from fioscope_mixin.settings import duration
 
@@ -91,11 +91,38 @@ def throttled(window: str) -> str:
 FIO_ON_DEVICE = "on (%(clusterLabels)shost, device) fioscope:disk_fio_load"
 # ... or loaded it within the any-workload window (that window still holds fio's load: the fio alert's page)
 FIO_IN_WINDOW = "on (%(clusterLabels)shost, device) max_over_time(fioscope:disk_fio_load[%(window)s])"
-# a ceiling is the most the device has done lately: the window's peak within the envelope's tolerance of the peak over
-# peakLookback (a plateau under an earlier, higher rate is demand that fell, or a step-down: the burst alert's page)
-AT_RECENT_PEAK = "\n  or ".join(
-    f"max_over_time({rate}[%(window)s]) >= (1 - %(throttle_envelope_tolerance)s) * max_over_time({rate}[%(peakLookback)s])"
-    for rate in (n.DISK_IOPS_IRATE, n.DISK_BYTES_PER_SECOND_IRATE))
+
+
+def _at_recent_peak(iops: str, bytes_: str) -> str:
+    """A ceiling is the most the device has done lately: the window's peak within the envelope's tolerance of the peak
+    over peakLookback, of the IOPS or of the bytes/s (per scrape). A plateau under an earlier, higher rate is demand
+    that fell, or a step-down (the burst alert's page)."""
+    return "\n  or ".join(
+        f"max_over_time({rate}[%(window)s]) >= (1 - %(throttle_envelope_tolerance)s) * max_over_time({rate}[%(peakLookback)s])"
+        for rate in (iops, bytes_))
+
+
+def _direction_ceiling(iops_dim: str, bytes_dim: str) -> str:
+    return f'{n.DISK_CEILING}{{window="long",dimension=~"{iops_dim}|{bytes_dim}"}}'
+
+
+def _stepped_down(ddir: str) -> str:
+    return f'{n.DISK_STEP_DOWN_RATIO}{{ddir="{ddir}"}}'
+
+
+# Each ceiling judged in its own direction (reads, writes, or all of them: as it is named): at its direction's recent
+# peak and not stepped down there. The other direction's rates do not enter: an independent client's reads that
+# fall 4x for a minute are neither a plateau under an earlier peak nor a step-down of a flat write cap.
+CEILING_AT_PEAK = "\nor ".join(
+    f"(\n  {_direction_ceiling(iops_dim, bytes_dim)}\n  and {ON} (\n  {_at_recent_peak(iops, bytes_)}\n  )\n"
+    f"  unless {ON} {_stepped_down(ddir)}\n)"
+    for ddir, iops_dim, bytes_dim, iops, bytes_ in PAIRS)
+# a ceiling whose own direction stepped down (IOPS and bytes/s both fell: a request size that changes is none); one
+# alert per device whichever directions did, value the largest IOPS ratio
+CEILING_AFTER_STEP_DOWN = "max without (ddir) (\n  " + "\n  or ".join(
+    f"{_stepped_down(ddir)} and {ON} {_direction_ceiling(iops_dim, bytes_dim)}"
+    for ddir, iops_dim, bytes_dim, _, _ in PAIRS) + "\n)"
+
 ETCD_HIST = ("histogram_quantile(0.99, sum by (%%(clusterLabels)sinstance, job, le) "
              "(rate(etcd_disk_%s_duration_seconds_bucket{%%(etcdSelector)s}[%%(etcdWindow)s])))")
 
@@ -143,12 +170,11 @@ def alerts(s: dict) -> list[Alert]:
         Alert(n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD, "critical", throttled("short") + "\nand " + FIO_ON_DEVICE,
               "throttled_fio", "Disk throttled while fio loads it", throttle_desc("short"), "disk"),
         Alert(n.ALERT_DISK_THROTTLED, "warning",
-              # a step-down is the burst alert's page (IOPS and bytes/s both fell: a request size that changes is none)
-              throttled("long") + f"\nand {ON} (\n  {AT_RECENT_PEAK}\n)" + held
-              + f"\nunless {ON} fioscope:disk_step_down_ratio\nunless " + FIO_IN_WINDOW,
+              # a step-down in the ceiling's direction is the burst alert's page
+              throttled("long") + f"\nand {ON} (\n{CEILING_AT_PEAK}\n)" + held + "\nunless " + FIO_IN_WINDOW,
               "throttled", "Disk sits at a ceiling (throttled)", throttle_desc("long"), "disk"),
         Alert(n.ALERT_DISK_THROTTLED_AFTER_BURST, "warning",
-              f"fioscope:disk_step_down_ratio\nand {ON} fioscope:disk_ceiling{{window=\"long\"}}\n"
+              CEILING_AFTER_STEP_DOWN + "\n"
               'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{window="long"}\nunless ' + LOCAL + "\n" + NOT_STALLED,
               "throttled_after_burst", "Disk throttled after a burst (burst credits exhausted)",
               "{{ $labels.device }} on " + HOST + ": burst credits exhausted: IOPS fell from ~"

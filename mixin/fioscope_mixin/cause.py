@@ -15,7 +15,7 @@ fault: it gets no cause. Thresholds: ``thresholds.cause`` in alerts/config.yaml.
 from __future__ import annotations
 
 from fioscope_mixin import names as n
-from fioscope_mixin.alerts import AT_RECENT_PEAK, HOST, LOCAL, device_query, device_series, disk_value
+from fioscope_mixin.alerts import CEILING_AFTER_STEP_DOWN, CEILING_AT_PEAK, HOST, LOCAL, device_query, device_series, disk_value
 from fioscope_mixin.columns import IN_FLIGHT_SERIES
 from fioscope_mixin.rule import ON, Alert, Record, fmt, params
 
@@ -75,10 +75,11 @@ def _held(window: str) -> str:
 
 # the device at its provider's ceiling or its own, as the throttling alerts judge it: a ceiling in fio's window while fio
 # loads the device, or in the any-workload window at the most the device did lately (a plateau under an earlier, higher
-# rate is demand, unless burst credits ran out: the step-down); held min_samples evaluations within cause.hold (a healthy
-# stream's chance-flat minute flickers), and busy in the last scrape (the windows still hold a load that just stopped)
+# rate is demand, unless burst credits ran out: the step-down; each in the ceiling's own direction); held min_samples
+# evaluations within cause.hold (a healthy stream's chance-flat minute flickers), and busy in the last scrape (the
+# windows still hold a load that just stopped)
 CEILING = (f"(\n  {_held('short')} and on (%(clusterLabels)shost, device) {n.DISK_FIO_LOAD}\n"
-           f"  or {_held('long')} and {ON} (\n  {AT_RECENT_PEAK}\n  or {n.DISK_STEP_DOWN_RATIO}\n  )\n)\n"
+           f"  or {_held('long')} and {ON} (\n{CEILING_AT_PEAK}\nor {CEILING_AFTER_STEP_DOWN}\n  )\n)\n"
            f"and {ON} {n.DISK_UTIL_RATIO_IRATE} >= %(throttle_util_min_ratio)s")
 
 # requests in flight in every scrape of the window and under a tenth of a completion per second per request in flight:

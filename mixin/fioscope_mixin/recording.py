@@ -362,6 +362,10 @@ def physical_device(s: dict) -> Record:
     return Record(PHYSICAL, expr)
 
 
+# each direction's average rates (the step-down's): (ddir, IOPS, bytes/s), ddir as in PAIRS
+STEP_DOWN_RATES = [("read", R, RB), ("write", W, WB), ("all", n.DISK_IOPS, n.DISK_BYTES_PER_SECOND)]
+
+
 def ceiling_records(s: dict) -> list[Record]:
     records = [FIO_LOAD, physical_device(s), STALLED] + SLOW_AWAITS
     records += [Record(REQUEST_SIZE, f"{bytes_} / ({iops} > 0)", labels=(("ddir", ddir),)) for ddir, _, _, iops, bytes_ in PAIRS]
@@ -373,12 +377,13 @@ def ceiling_records(s: dict) -> list[Record]:
         for pair in PAIRS:
             records += ceilings(name, window, *pair)
     # burst credits spent: IOPS *and* bytes/s fell to a fraction of their peaks (a request size that changes moves
-    # one up when the other goes down: never a step-down), value the IOPS ratio
-    records.append(Record(
+    # one up when the other goes down: never a step-down), value the IOPS ratio. Per direction (ddir), as the ceilings
+    # are named: the reads of an independent client falling 4x for a minute are no step-down of a flat write cap
+    records += [Record(
         n.DISK_STEP_DOWN_RATIO,
-        "max_over_time(fioscope:disk_iops[%(stepDownLookback)s]) / clamp_min(fioscope:disk_iops, 1e-9) >= %(throttle_step_down_ratio)s\n"
-        f"and {ON} max_over_time(fioscope:disk_bytes_per_second[%(stepDownLookback)s]) / clamp_min(fioscope:disk_bytes_per_second, 1e-9)"
-        " >= %(throttle_step_down_ratio)s"))
+        f"max_over_time({iops}[%(stepDownLookback)s]) / clamp_min({iops}, 1e-9) >= %(throttle_step_down_ratio)s\n"
+        f"and {ON} max_over_time({bytes_}[%(stepDownLookback)s]) / clamp_min({bytes_}, 1e-9) >= %(throttle_step_down_ratio)s",
+        labels=(("ddir", ddir),)) for ddir, iops, bytes_ in STEP_DOWN_RATES]
     records += [Record(n.DISK_CEILING_BELOW, LAYER_BELOW % name, labels=(("window", name),)) for name, _ in WINDOWS]
     return records
 
