@@ -26,6 +26,7 @@ class Counter:
     column: str  # the iostat -x column it gives
     scale: float = 1.0  # column units per counter unit (rkB/s: 1/1024 kB per byte; util: 100 % per second busy)
     per: str = ""  # an await column: the counter of completions it divides by
+    since: str = ""  # the kernel that added the field (a shorter diskstats line has it not: 0, as iostat prints it)
 
 
 DISK: tuple[Counter, ...] = (
@@ -40,16 +41,24 @@ DISK: tuple[Counter, ...] = (
     # field 9 is the requests in flight now: a gauge, not a counter (iostat reads it not)
     Counter("io_seconds", 10, "ms", "node_disk_io_time_seconds_total", "util", 100),
     Counter("weighted_seconds", 11, "ms", "node_disk_io_time_weighted_seconds_total", "aqu-sz"),
-    Counter("discards", 12, "count", "node_disk_discards_completed_total", "d/s"),
+    Counter("discards", 12, "count", "node_disk_discards_completed_total", "d/s", since="4.18"),
+    Counter("discard_merges", 13, "count", "node_disk_discards_merged_total", "drqm/s", since="4.18"),
     # node_exporter publishes discarded sectors, not bytes: dkB/s is half of it
-    Counter("discard_sectors", 14, "count", "node_disk_discarded_sectors_total", "dkB/s", 1 / 2),
-    Counter("discard_seconds", 15, "ms", "node_disk_discard_time_seconds_total", "d_await", 1000, per="discards"),
-    Counter("flushes", 16, "count", "node_disk_flush_requests_total", "f/s"),
-    Counter("flush_seconds", 17, "ms", "node_disk_flush_requests_time_seconds_total", "f_await", 1000, per="flushes"),
+    Counter("discard_sectors", 14, "count", "node_disk_discarded_sectors_total", "dkB/s", 1 / 2, since="4.18"),
+    Counter("discard_seconds", 15, "ms", "node_disk_discard_time_seconds_total", "d_await", 1000, per="discards", since="4.18"),
+    Counter("flushes", 16, "count", "node_disk_flush_requests_total", "f/s", since="5.5"),
+    Counter("flush_seconds", 17, "ms", "node_disk_flush_requests_time_seconds_total", "f_await", 1000, per="flushes", since="5.5"),
 )
 BY_COLUMN = {c.column: c for c in DISK}
 BY_COUNTER = {c.counter: c for c in DISK}
 SERIES = {c.column: c.series for c in DISK}  # iostat column -> node_exporter counter (the recording rules' inputs)
+# iostat's columns computed from two others of one interval: request size (kB per request: rkB/s / r/s) and the share
+# of requests merged (%rrqm, "rrqm" in its JSON: 100 * rrqm/s / (rrqm/s + r/s)); 0 where the divisor is 0, as iostat prints it
+REQUEST_SIZE = {"rareq-sz": ("rkB/s", "r/s"), "wareq-sz": ("wkB/s", "w/s"), "dareq-sz": ("dkB/s", "d/s")}
+MERGED_SHARE = {"rrqm": ("rrqm/s", "r/s"), "wrqm": ("wrqm/s", "w/s"), "drqm": ("drqm/s", "d/s")}
+# a disk entry of ``iostat -x -o JSON`` (sysstat 12), its keys in its order after "disk_device"
+IOSTAT_JSON_DISK = ("r/s", "w/s", "d/s", "f/s", "rkB/s", "wkB/s", "dkB/s", "rrqm/s", "wrqm/s", "drqm/s", "rrqm", "wrqm", "drqm",
+                    "r_await", "w_await", "d_await", "f_await", "rareq-sz", "wareq-sz", "dareq-sz", "aqu-sz", "util")
 SECTOR_BYTES = 512  # diskstats counts 512-byte sectors whatever the device's block size
 # diskstats field 9, the requests in flight now: a gauge iostat does not read, the stall rules do
 IN_FLIGHT_SERIES = "node_disk_io_now"
@@ -69,15 +78,16 @@ def from_kernel(value: float, unit: str) -> float:
 
 
 def parse_diskstats(text: str, devices: set[str], counters: tuple[str, ...]) -> dict[str, dict[str, float]]:
-    """/proc/diskstats -> {device: {counter: value in base units}} for ``counters`` (lines too short for them: left out)."""
+    """/proc/diskstats -> {device: {counter: value in base units}} for ``counters``: a line too short for the fields every
+    kernel has is left out; a field of a newer kernel (``since``) the line lacks reads 0, as iostat prints it."""
     rows = [BY_COUNTER[c] for c in counters]
-    need = 3 + max(r.field for r in rows)  # major, minor, name, then the fields
+    need = 3 + max((r.field for r in rows if not r.since), default=0)  # major, minor, name, then the fields
     out = {}
     for line in text.splitlines():
         f = line.split()
         if len(f) < need or f[2] not in devices:
             continue
-        out[f[2]] = {r.counter: from_kernel(float(f[2 + r.field]), r.kernel_unit) for r in rows}
+        out[f[2]] = {r.counter: from_kernel(float(f[2 + r.field]), r.kernel_unit) if 2 + r.field < len(f) else 0.0 for r in rows}
     return out
 
 

@@ -45,7 +45,7 @@ from .phases import (
 )
 from .prometheus import Prometheus, Series, spans, step_for
 from .prometheus import where_device as _key
-from .timeline import MAX_POINTS, CpuTimeline, DiskCounters, Timeline, cpu_from_counters, from_counters, limit
+from .timeline import MAX_POINTS, TRACKED_COUNTERS, CpuTimeline, DiskCounters, Timeline, cpu_from_counters, from_counters, limit
 
 log = logging.getLogger("fioscope.report")
 
@@ -184,7 +184,7 @@ def diagnose(inp: DiagnosisInput) -> Report:
             devices_json.append(reportjson.idle_device(device, timeline.host, has_data, inp.causes.dominant(*key),
                                                        [e.json() for e in inp.causes.of(*key)]))
             continue
-        device_phases = phases(timeline, runs, start, end)
+        device_phases = phases(timeline, runs, start, end, next((c for c in inp.cpus if c.host == timeline.host), None))
         alerts = ", ".join(sorted({f.alertname for f in throttle}))  # report.json and the details section; plain words on the page
         slack = max(timeline.interval, inp.step)  # one sample (or evaluation step) either side of the alert's window
         held = throttled_spans(windows, device_phases, slack)
@@ -395,7 +395,7 @@ def device_section(label: str, timeline: Timeline, runs: list[RunWindow], device
 
 
 MIN_LIVE_INTERVAL = 2.0  # below it a rate spans two scrapes (see timeline.from_counters): iostat's customary 2 s
-COUNTERS = {f: columns.BY_COUNTER[f].series for f in DiskCounters.fields()}  # DiskCounters field <- node_exporter counter
+COUNTERS = {f: columns.BY_COUNTER[f].series for f in TRACKED_COUNTERS}  # DiskCounters field <- node_exporter counter
 
 
 def live_timelines(prom: Prometheus, start: float, end: float, host: str | None,

@@ -11,11 +11,12 @@ than one interval lies inside it), and for an idle phase only where its interval
 from __future__ import annotations
 
 import datetime as dt
+import math
 import statistics
 from dataclasses import dataclass, field
 
 from . import humanize
-from .timeline import Timeline
+from .timeline import CpuTimeline, Timeline, ratio
 
 # an idle phase is clean below these (background noise of a quiet system)
 IDLE_IOPS = 50.0
@@ -76,11 +77,22 @@ def _mean(values: list[float]) -> float:
     return statistics.fmean(values) if values else float("nan")
 
 
-def phase_stats(timeline: Timeline, keep) -> dict[str, float]:
-    """Means of the columns over the samples ``keep(t)`` selects, plus peak IOPS and the sample count."""
+# per phase: the request sizes (kB per request over the phase: its kB over its requests, as iostat's rareq-sz is per
+# interval) and the host's avg-cpu groups that tell waiting from working, as iostat's text names them
+REQUEST_SIZES = {"rareq-sz": ("rkB/s", "r/s"), "wareq-sz": ("wkB/s", "w/s")}
+CPU_STATS = {"%iowait": "iowait", "%steal": "steal", "%system": "system"}
+
+
+def phase_stats(timeline: Timeline, keep, cpu: CpuTimeline | None = None) -> dict[str, float]:
+    """Means of the columns over the samples ``keep(t)`` selects, the request sizes and the avg-cpu groups of CPU_STATS
+    (``cpu``: the host's; NaN without), plus peak IOPS and the sample count."""
     stats: dict[str, float] = {}
     for column, points in timeline.series.items():
         stats[column] = _mean([v for t, v in points if keep(t)])
+    for name, (kb, requests) in REQUEST_SIZES.items():
+        stats[name] = ratio(stats.get(kb, float("nan")), stats.get(requests, float("nan")))
+    for name, mode in CPU_STATS.items():
+        stats[name] = _mean([v for t, v in (cpu.series.get(mode, []) if cpu else []) if keep(t)])
     iops = [v for t, v in timeline.iops() if keep(t)]
     stats["iops"] = _mean(iops)
     stats["peak-iops"] = max(iops) if iops else float("nan")
@@ -88,8 +100,8 @@ def phase_stats(timeline: Timeline, keep) -> dict[str, float]:
     return stats
 
 
-def phases(timeline: Timeline, runs: list[RunWindow], start: float, end: float) -> list[Phase]:
-    """Idle and load phases of one device over [start, end], in time order."""
+def phases(timeline: Timeline, runs: list[RunWindow], start: float, end: float, cpu: CpuTimeline | None = None) -> list[Phase]:
+    """Idle and load phases of one device over [start, end], in time order; ``cpu``: its host's avg-cpu."""
     interval = timeline.interval or 1.0
     mine = sorted((r for r in runs if r.loads(timeline.device)), key=lambda r: r.start)
     out: list[Phase] = []
@@ -109,9 +121,9 @@ def phases(timeline: Timeline, runs: list[RunWindow], start: float, end: float) 
         if phase.kind == "load":
             # at least half the sample's interval inside the run, or half the run inside the sample (a 2 s run, 5 s samples)
             phase.stats = phase_stats(timeline, lambda t, p=phase: min(t, p.end) - max(t - interval, p.start)
-                                      >= min(interval, p.end - p.start) / 2)
+                                      >= min(interval, p.end - p.start) / 2, cpu)
         else:
-            phase.stats = phase_stats(timeline, lambda t, p=phase: p.start < t <= p.end + interval and not touches_run(t))
+            phase.stats = phase_stats(timeline, lambda t, p=phase: p.start < t <= p.end + interval and not touches_run(t), cpu)
             phase.label = f"idle {sum(1 for q in out[:i + 1] if q.kind == 'idle')}"
     return [p for p in out if p.stats.get("samples")]
 
@@ -209,7 +221,12 @@ def _load_clause(timeline: Timeline, phase: Phase, first: Phase, throttled: list
     return f"{asked}: {did}" + (f" at ~{humanize.count(iops)} IOPS" if did == "met it" else "") + f", await {humanize.latency(wait / 1000)}"
 
 
-PHASE_COLUMNS = ["phase", "from–to (UTC)", "IOPS (peak)", "r/s", "w/s", "MiB/s", "r_await", "w_await", "util", "aqu-sz"]
+PHASE_COLUMNS = ["phase", "from–to (UTC)", "IOPS (peak)", "r/s", "w/s", "MiB/s", "r_await", "w_await", "util", "aqu-sz",
+                 "rrqm/s", "wrqm/s", "rareq-sz", "wareq-sz", *CPU_STATS]
+
+
+def _figure(value: float, text) -> str:
+    return "–" if math.isnan(value) else text(value)
 
 
 def phase_rows(device_phases: list[Phase]) -> list[list[str]]:
@@ -219,5 +236,8 @@ def phase_rows(device_phases: list[Phase]) -> list[list[str]]:
         rows.append([p.label, f"{hhmmss(p.start)}–{hhmmss(p.end)}", f"{humanize.count(s['iops'])} ({humanize.count(s['peak-iops'])})",
                      humanize.count(s["r/s"]), humanize.count(s["w/s"]), f"{(s['rkB/s'] + s['wkB/s']) / 1024:.1f}",
                      humanize.latency(s["r_await"] / 1000), humanize.latency(s["w_await"] / 1000), f"{s['util']:.0f} %",
-                     f"{s['aqu-sz']:.1f}"])
+                     f"{s['aqu-sz']:.1f}",
+                     *(_figure(s.get(c, math.nan), humanize.count) for c in ("rrqm/s", "wrqm/s")),
+                     *(_figure(s[c], lambda v: f"{v:.1f} kB") for c in REQUEST_SIZES),
+                     *(_figure(s[c], lambda v: f"{v:.1f} %") for c in CPU_STATS)])
     return rows

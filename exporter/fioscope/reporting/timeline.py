@@ -16,11 +16,15 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 
-from fioscope_mixin.columns import BY_COLUMN, CPU_MODES
+from fioscope_mixin.columns import BY_COLUMN, CPU_MODES, IOSTAT_JSON_DISK, MERGED_SHARE, REQUEST_SIZE
 
 # the iostat columns the reports draw, as iostat prints them (report.json uses exactly these names and units);
 # their counters, kernel fields and node_exporter series: fioscope_mixin.columns
 COLUMNS = ("r/s", "w/s", "rkB/s", "wkB/s", "r_await", "w_await", "aqu-sz", "util")
+# a timeline carries these too: the phase table's merges (request sizes follow from rkB/s and r/s per phase)
+TRACKED = (*COLUMNS, "rrqm/s", "wrqm/s")
+# the counters behind TRACKED (what a live diagnosis asks node_exporter for)
+TRACKED_COUNTERS = tuple(dict.fromkeys(n for c in TRACKED for n in (BY_COLUMN[c].counter, BY_COLUMN[c].per) if n))
 MAX_POINTS = 1500  # per series; beyond it min/max buckets
 
 Points = list[tuple[float, float]]
@@ -52,7 +56,8 @@ class CpuTimeline:
 
 @dataclass
 class DiskCounters:
-    """The kernel counters behind COLUMNS (cumulative), in base units; the names are fioscope_mixin.columns's."""
+    """The kernel counters behind iostat -x's columns (cumulative), in base units; the names are fioscope_mixin.columns's.
+    Those past COLUMNS' default to 0 (a source without them: iostat prints 0 for a counter the kernel lacks)."""
 
     reads: float
     writes: float
@@ -62,6 +67,14 @@ class DiskCounters:
     write_seconds: float
     io_seconds: float  # time the device had I/O in flight (%util)
     weighted_seconds: float  # time-weighted requests in flight (aqu-sz)
+    read_merges: float = 0.0
+    write_merges: float = 0.0
+    discards: float = 0.0
+    discard_merges: float = 0.0
+    discard_sectors: float = 0.0
+    discard_seconds: float = 0.0
+    flushes: float = 0.0
+    flush_seconds: float = 0.0
 
     @classmethod
     def fields(cls) -> tuple[str, ...]:
@@ -73,20 +86,37 @@ def _median_gap(times: Sequence[float]) -> float:
     return gaps[len(gaps) // 2] if gaps else 0.0
 
 
-def iostat_columns(before: DiskCounters, after: DiskCounters, seconds: float) -> dict[str, float] | None:
-    """iostat -x's columns for one interval; None where a counter went backwards (a reset)."""
+def iostat_columns(before: DiskCounters, after: DiskCounters, seconds: float,
+                   wanted: Sequence[str] = COLUMNS) -> dict[str, float] | None:
+    """iostat -x's columns (``wanted``: counter columns of fioscope_mixin.columns) for one interval; None where a counter
+    went backwards (a reset)."""
     d = {k: getattr(after, k) - getattr(before, k) for k in DiskCounters.fields()}
     if seconds <= 0 or any(v < 0 for v in d.values()):
         return None
     out = {}
-    for column in COLUMNS:
+    for column in wanted:
         c = BY_COLUMN[column]
         if c.per:  # an await: 0.00 without a completion, as iostat prints it
             out[column] = d[c.counter] * c.scale / d[c.per] if d[c.per] else 0.0
         else:
             out[column] = d[c.counter] * c.scale / seconds
-    out["util"] = min(100.0, out["util"])  # the kernel's busy time may overrun a short interval by a tick
+    if "util" in out:
+        out["util"] = min(100.0, out["util"])  # the kernel's busy time may overrun a short interval by a tick
     return out
+
+
+def ratio(part: float, whole: float) -> float:
+    return part / whole if whole else 0.0
+
+
+def iostat_row(before: DiskCounters, after: DiskCounters, seconds: float) -> dict[str, float] | None:
+    """One disk entry of ``iostat -x -o JSON`` for one interval: every column, in iostat's order; None on a reset."""
+    cols = iostat_columns(before, after, seconds, [c for c in IOSTAT_JSON_DISK if c in BY_COLUMN])
+    if cols is None:
+        return None
+    cols.update({name: ratio(cols[kb], cols[n]) for name, (kb, n) in REQUEST_SIZE.items()})
+    cols.update({name: 100 * ratio(cols[m], cols[m] + cols[n]) for name, (m, n) in MERGED_SHARE.items()})
+    return {c: cols[c] for c in IOSTAT_JSON_DISK}
 
 
 def from_counters(host: str, device: str, samples: Sequence[tuple[float, DiskCounters]], min_interval: float = 0.0) -> Timeline:
@@ -99,9 +129,9 @@ def from_counters(host: str, device: str, samples: Sequence[tuple[float, DiskCou
     for t, c in samples:
         if not kept or t - kept[-1][0] >= min_interval - 1e-6:
             kept.append((t, c))
-    timeline = Timeline(host, device, {c: [] for c in COLUMNS}, _median_gap([t for t, _ in kept]))
+    timeline = Timeline(host, device, {c: [] for c in TRACKED}, _median_gap([t for t, _ in kept]))
     for (t0, c0), (t1, c1) in itertools.pairwise(kept):
-        columns = iostat_columns(c0, c1, t1 - t0)
+        columns = iostat_columns(c0, c1, t1 - t0, TRACKED)
         if columns is not None:
             for name, value in columns.items():
                 timeline.series[name].append((t1, value))
@@ -152,8 +182,8 @@ def from_iostat_samples(host: str, samples: Iterable[tuple[float, dict[str, dict
     for t, disks in samples:
         times.append(t)
         for device, columns in disks.items():
-            timeline = by_device.setdefault(device, Timeline(host, device, {c: [] for c in COLUMNS}))
-            for column in COLUMNS:
+            timeline = by_device.setdefault(device, Timeline(host, device, {c: [] for c in TRACKED}))
+            for column in TRACKED:
                 if column in columns:
                     timeline.series[column].append((t, float(columns[column])))
     gap = _median_gap(times)
