@@ -14,12 +14,13 @@ import json
 import math
 import random
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from helpers.cli import fioscope
 from helpers.paths import IOSTAT
-from helpers.report_page import rendered
+from helpers.report_page import open_in_chromium, rendered
 
 T0 = dt.datetime(2026, 11, 25, 12, 39, 5, tzinfo=dt.UTC).timestamp()
 STEP = 2.0
@@ -365,3 +366,58 @@ def test_the_rule_watched_the_loads_of_a_quiet_disk_and_the_whole_window_of_a_bu
     assert (quiet.seconds, quiet.what) == (150, "the longest load lasted 2m30s") and quiet.too_short(300)
     busy = Measured.of(0, 3600, [idle(400, 30, 0, 30), loads[0], idle(350, 25, 180, 3600)])
     assert (busy.seconds, busy.what) == (3600, "the samples cover 1 hour") and not busy.too_short(300)
+
+
+class _Tables(HTMLParser):
+    """Every table row of a rendered page, as its cells' text (header cells included)."""
+
+    def __init__(self, dom: str):
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self._cell: str | None = None
+        self.feed(dom)
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("th", "td"):
+            self._cell = ""
+
+    def handle_endtag(self, tag):
+        if tag in ("th", "td") and self._cell is not None:
+            self.rows[-1].append(self._cell.strip())
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+
+@pytest.mark.slow
+def test_phases_carry_request_sizes_merges_and_the_avg_cpu_line(overload, tmp_path):
+    """Item 3: per phase the request sizes (rareq-sz, wareq-sz: 4 kB here, fio's bs), rrqm/s and wrqm/s, and the host's
+    %iowait, %steal, %system, in report.json's phases and in the device's phase table on the page."""
+    out, report = overload
+    [dev] = [d for d in report["devices"] if d["device"] == "loop0"]
+    loads = [p for p in dev["phases"] if p["kind"] == "load"]
+    idle = [p for p in dev["phases"] if p["kind"] == "idle"]
+    assert len(loads) == 2 and idle
+    for p in dev["phases"]:
+        assert {"rrqm/s", "wrqm/s", "rareq-sz", "wareq-sz", "%iowait", "%steal", "%system"} <= set(p), p
+        assert p["%steal"] == pytest.approx(0.0) and p["rrqm/s"] == pytest.approx(0.0) and p["wrqm/s"] == pytest.approx(0.0)
+    for p in loads:
+        assert p["rareq-sz"] == pytest.approx(4.0) and p["wareq-sz"] == pytest.approx(4.0), p
+    assert all(p["rareq-sz"] == 0.0 for p in idle)  # no request: 0, as iostat prints it
+    sla, over = loads
+    # the fixture's CPU: 0.5 % iowait, 2 % system; the overload's first 30 s (15 of its 75 samples) 45 % and 4 %
+    assert sla["%iowait"] == pytest.approx(0.5, abs=0.01) and sla["%system"] == pytest.approx(2.0, abs=0.01)
+    assert over["%iowait"] == pytest.approx((15 * 45 + 60 * 0.5) / 75, abs=0.7), over
+    assert over["%system"] == pytest.approx((15 * 4 + 60 * 2) / 75, abs=0.1), over
+    dom, console = open_in_chromium(out / "report.html", tmp_path / "screenshot.png")
+    assert console == [], console
+    tables = _Tables(dom)
+    header = next(r for r in tables.rows if r[:1] == ["phase"])
+    for column in ("rrqm/s", "wrqm/s", "rareq-sz", "wareq-sz", "%iowait", "%steal", "%system"):
+        assert column in header, header
+    rows = [dict(zip(header, r)) for r in tables.rows if r and r[0] == over["label"]]
+    assert rows and rows[0]["rareq-sz"] == "4.0 kB" and rows[0]["%iowait"] == f"{over['%iowait']:.1f} %", rows
