@@ -11,12 +11,12 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fioscope.blockdev import device_for_path
 from helpers.cli import fioscope
+from test_capture_hostile import target  # noqa: F401  (a directory on the machine's disk, removed afterwards)
 
 
 def real_iostat(*devices: str) -> dict:
@@ -123,16 +123,8 @@ def test_the_columns_follow_iostats_formulas_and_an_older_kernels_line_reads_zer
     assert sda["rareq-sz"] == pytest.approx(160 * 512 / 1024 / 20)
 
 
-@pytest.fixture
-def target() -> Iterator[Path]:
-    path = Path("/var/tmp") / f"capture-iostat-{os.getpid()}-{time.monotonic_ns()}"
-    path.mkdir(parents=True)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
 @pytest.mark.slow
-def test_a_real_captures_bundle_reads_as_the_seed_reads_it_and_its_phases_carry_the_new_columns(tmp_path, target):
+def test_a_real_captures_bundle_reads_as_the_seed_reads_it_and_its_phases_carry_the_new_columns(tmp_path, target):  # noqa: F811
     """``fioscope capture`` of a small paced load on the machine's disk: its iostat.json has the device in its first report
     and every column of iostat's in every report; report.json's phases carry request sizes and %iowait/%steal."""
     device = device_for_path(target)
