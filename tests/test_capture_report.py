@@ -47,8 +47,9 @@ def _disk(name: str, r: float, w: float, r_await: float, w_await: float, aqu: fl
             "dareq-sz": 0.0, "aqu-sz": aqu, "util": util}
 
 
-def capture_iostat(path: Path) -> None:
-    """The capped disk (loop0) through the default plan, and the VM's own disk (vda) with a trickle of background I/O."""
+def capture_iostat(path: Path, under: bool = False) -> None:
+    """The capped disk (loop0) through the default plan, and the VM's own disk (vda) with a trickle of background I/O;
+    ``under``: also vdb, the disk under loop0, carrying its I/O (no fio run names it)."""
     rng = random.Random(27)
     edges = phase_edges()
     end = edges[-1][2]
@@ -68,7 +69,9 @@ def capture_iostat(path: Path) -> None:
             if t - start <= 30:
                 cpu = {"user": 3.0, "nice": 0.0, "system": 4.0, "iowait": 45.0, "steal": 0.0, "idle": 48.0}
         vda = _disk("vda", 2.0 * jitter, 3.0 * jitter, 0.5, 0.8, 0.01, 0.4)
-        stats.append({"timestamp": _iso(t), "avg-cpu": cpu, "disk": [loop0, vda]})
+        backing = [_disk("vdb", loop0["r/s"], loop0["w/s"], 0.4 if loop0["r/s"] else 0.0, 0.5 if loop0["w/s"] else 0.0,
+                         loop0["r/s"] * 0.0004, min(loop0["r/s"] + loop0["w/s"], 1000) * 0.03)] if under else []
+        stats.append({"timestamp": _iso(t), "avg-cpu": cpu, "disk": [loop0, vda, *backing]})
     path.write_text(json.dumps({"sysstat": {"hosts": [{"nodename": "vm", "sysname": "Linux", "number-of-cpus": 2,
                                                        "statistics": stats}]}}))
 
@@ -421,3 +424,28 @@ def test_phases_carry_request_sizes_merges_and_the_avg_cpu_line(overload, tmp_pa
         assert column in header, header
     rows = [dict(zip(header, r)) for r in tables.rows if r and r[0] == over["label"]]
     assert rows and rows[0]["rareq-sz"] == "4.0 kB" and rows[0]["%iowait"] == f"{over['%iowait']:.1f} %", rows
+
+
+@pytest.mark.slow
+def test_the_disk_under_the_load_gets_the_captures_phase_comparison(tmp_path):
+    """Item 4: vdb, under loop0 (no fio run of its own), moved with each load: its table and report.json compare the
+    capture's idle and load phases, each load named by the device it ran on; its verdict stays its own."""
+    capture_iostat(tmp_path / "iostat.json", under=True)
+    capture_results(tmp_path / "results")
+    out = tmp_path / "report"
+    proc = fioscope("report", "--iostat", str(tmp_path / "iostat.json"), "--results", str(tmp_path / "results"), "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    [dev] = [d for d in report["devices"] if d["device"] == "vdb"]
+    assert dev["charted"], dev
+    kinds = [p["kind"] for p in dev["phases"]]
+    assert kinds == ["idle", "load", "idle", "load", "idle"], [(p["label"], p["kind"]) for p in dev["phases"]]
+    sla, over = [p for p in dev["phases"] if p["kind"] == "load"]
+    assert all(p["label"].startswith("cloud-sla-70-30 on loop0") for p in (sla, over)), (sla["label"], over["label"])
+    assert sla["r/s"] == pytest.approx(697, rel=0.03) and over["r/s"] == pytest.approx(CAP[0], rel=0.03)
+    assert all(p["iops"] < 1 for p in dev["phases"] if p["kind"] == "idle")
+    assert "no fio run on it" in dev["verdict"], dev["verdict"]
+    dom, console = open_in_chromium(out / "report.html", tmp_path / "screenshot.png")
+    assert console == [], console
+    labels = [r[0] for r in _Tables(dom).rows if r]
+    assert sla["label"] in labels and over["label"] in labels and labels.count("idle 1") >= 2  # loop0's and vdb's

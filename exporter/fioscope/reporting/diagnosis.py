@@ -35,6 +35,7 @@ from .phases import (
     PHASE_COLUMNS,
     Phase,
     RunWindow,
+    borrowed_loads,
     headline,
     idle_is_clean,
     is_idle_device,
@@ -184,7 +185,12 @@ def diagnose(inp: DiagnosisInput) -> Report:
             devices_json.append(reportjson.idle_device(device, timeline.host, has_data, inp.causes.dominant(*key),
                                                        [e.json() for e in inp.causes.of(*key)]))
             continue
-        device_phases = phases(timeline, runs, start, end, next((c for c in inp.cpus if c.host == timeline.host), None))
+        cpu = next((c for c in inp.cpus if c.host == timeline.host), None)
+        device_phases = phases(timeline, runs, start, end, cpu)
+        # a device that moved without a fio run of its own (the disk under the loaded one): its phases are the capture's
+        # loads, for the table, the shading and report.json; its verdicts stay its own (no fio run on it)
+        borrowed = borrowed_loads(timeline, runs)
+        compared = phases(timeline, borrowed, start, end, cpu) if borrowed else device_phases
         alerts = ", ".join(sorted({f.alertname for f in throttle}))  # report.json and the details section; plain words on the page
         slack = max(timeline.interval, inp.step)  # one sample (or evaluation step) either side of the alert's window
         held = throttled_spans(windows, device_phases, slack)
@@ -210,9 +216,9 @@ def diagnose(inp: DiagnosisInput) -> Report:
         extra.append(await_verdict(label, device, timeline, above_sla, inp.thresholds.sla_seconds(device),
                                    duration(inp.thresholds.settings, "durations", "latency_sla"), Measured.of(start, end, device_phases)))
         report.verdicts += extra
-        section = device_section(label, shown, [r for r in runs if r.loads(device)], device_phases, (start, end), held)
+        section = device_section(label, shown, borrowed or [r for r in runs if r.loads(device)], compared, (start, end), held)
         report.sections.append(section)
-        devices_json.append(reportjson.charted_device(timeline, shown, text, ok, failed[0] if failed else None, device_phases, held,
+        devices_json.append(reportjson.charted_device(timeline, shown, text, ok, failed[0] if failed else None, compared, held,
                                                       inp.causes.dominant(*key), [e.json() for e in inp.causes.of(*key)]))
     if idle:
         report.verdicts.append(Verdict("idle-devices", None, f"Idle, not charted (no fio run, util below {IDLE_DEVICE_UTIL:g} %): "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import humanize
 from .timeline import CpuTimeline, Timeline, ratio
@@ -126,6 +126,16 @@ def phases(timeline: Timeline, runs: list[RunWindow], start: float, end: float, 
             phase.stats = phase_stats(timeline, lambda t, p=phase: p.start < t <= p.end + interval and not touches_run(t), cpu)
             phase.label = f"idle {sum(1 for q in out[:i + 1] if q.kind == 'idle')}"
     return [p for p in out if p.stats.get("samples")]
+
+
+def borrowed_loads(timeline: Timeline, runs: list[RunWindow]) -> list[RunWindow]:
+    """The loads a device with no fio run of its own lived through: the runs on other devices of its host (the disk under
+    a loop device, LVM or md carries their I/O), each as a load of this device named by the device it ran on, so its idle
+    and load phases compare as the loaded device's do. Empty where a run loaded it."""
+    if any(r.loads(timeline.device) for r in runs):
+        return []
+    return [replace(r, device=timeline.device, job=f"{r.job} on {r.device}") for r in runs
+            if not r.host or not timeline.host or r.host == timeline.host]
 
 
 def idle_is_clean(phase: Phase) -> bool:
