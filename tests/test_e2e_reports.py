@@ -134,6 +134,9 @@ def test_capture_on_a_throttled_lab_disk(tmp_path):
           + f"; verdict: {dev['verdict']}; {took:.0f} s in all")
     assert len(idle) == 3 and all(p["iops"] < 50 and p["util"] < 5 for p in idle)
     assert "idle periods were clean" in dev["verdict"]
+    # a capped disk is never "load, not a fault": named the cap, or slow at the ceiling the throttling check names
+    verdict = dev["verdict"]
+    assert "not a fault" not in verdict and ("provider's cap" in verdict or "slow at the ceiling" in verdict), verdict
     # the overload asked for twice the cap and got the cap (the rules need ~2 min of load to call it throttled: the
     # live test and the capped fixture check that verdict; the default plan's loads are long enough)
     overload = [p for p in dev["phases"] if p["kind"] == "load"][-1]

@@ -168,3 +168,16 @@ def test_an_undecided_episode_says_what_the_data_lacked():
     assert found.verdict("vm", "vdb") == ("slow (await 4 ms, 4.0x its normal of 1 ms, at 500 IO/s against the 500 IO/s it carried "
                                           "at its normal latency), cause not decided; not in the data: the requests in flight (a stall)")
     assert found.verdict("vm", "vdc") == ""
+
+
+def test_an_undecided_episode_at_the_throttling_checks_ceiling_is_never_load():
+    """A capture's short overload on a capped disk: slow, more IO/s than at its normal, no cause named yet (its rule needs
+    longer), but the throttling check held: slow at that ceiling, not "load, not a fault" (the lab capture said that)."""
+    from fioscope.reporting.cause import CauseEpisode, CauseFindings
+
+    figures = {"await_seconds": 0.101, "normal_await_seconds": 0.000563, "iops": 659.0, "normal_iops": 242.0}
+    found = CauseFindings([CauseEpisode("vm", "loop0", 100.0, 145.0, None, figures=figures)])
+    assert found.verdict("vm", "loop0").endswith("load, not a fault")  # no ceiling held: more load than its normal
+    at_ceiling = found.verdict("vm", "loop0", [(130.0, 144.0)])
+    assert at_ceiling.startswith("slow at the ceiling named above (await 101 ms") and "not a fault" not in at_ceiling
+    assert found.verdict("vm", "loop0", [(150.0, 200.0)]).endswith("load, not a fault")  # a ceiling after the episode

@@ -92,8 +92,9 @@ class CauseFindings:
         return {"key": cause, "label": LABELS[cause], "seconds": named[cause],
                 "episodes": sum(1 for e in self.of(host, device) if e.cause == cause and not e.brief)}
 
-    def verdict(self, host: str, device: str) -> str:
-        """The words the device's verdict line gets: '' when no episode, else the worst named one (or the undecided one)."""
+    def verdict(self, host: str, device: str, ceilings: list[tuple[float, float]] | None = None) -> str:
+        """The words the device's verdict line gets: '' when no episode, else the worst named one (or the undecided one).
+        ``ceilings``: when the throttling check held; an undecided episode in one is slow at that ceiling, never load."""
         mine = self.of(host, device)
         dominant = self.dominant(host, device)
         if dominant:
@@ -101,6 +102,9 @@ class CauseFindings:
             return f"slow because of {worst.label}: {worst.evidence()}"
         if undecided := [e for e in mine if e.cause is None]:
             e = max(undecided, key=lambda e: e.end - e.start)
+            if any(a < e.end and e.start < b for a, b in ceilings or []):
+                # a load shorter than the cause needs (a capture's 40 s phase): the throttling check named the ceiling
+                return f"slow at the ceiling named above ({e.evidence()}); the cause not decided in so short a load"
             if e.figures.get("iops", 0.0) > LOAD_ABOVE_NORMAL * e.figures.get("normal_iops", math.inf):
                 return f"slow under more load than its normal ({e.evidence()}): load, not a fault"
             why = ("; not in the data: " + ", ".join(self.missing)) if self.missing else ""

@@ -199,7 +199,7 @@ def diagnose(inp: DiagnosisInput) -> Report:
             more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
             ok, text = False, f"{device}: inconclusive — the load failed: {failed[0]}{more}"
             mark_failed(device_phases, [(a, b, why) for a, b, why, dev in inp.failed_loads if not dev or dev == device])
-        if why := inp.causes.verdict(*key):  # the cause of its slow episodes, in plain words
+        if why := inp.causes.verdict(*key, held):  # the cause of its slow episodes, in plain words
             text = f"{text}; {why}"
         report.verdicts.append(Verdict("headline", ok, text, {"device": device, "host": timeline.host}))
         extra: list[Verdict] = []
