@@ -149,6 +149,15 @@ def test_capture_on_a_throttled_lab_disk(tmp_path):
     assert all(v["decided"] is False and v["ok"] is None and "not decided" in v["text"] for v in checks.values()), checks
     html = (out / "report.html").read_text()
     assert all(r["label"] in html for r in runs)
+    # issue 27: per phase the request sizes (4 KiB here: an IOPS cap's load, not a bandwidth cap's) and the avg-cpu line,
+    # in report.json and the page's phase table; the disk under the loop device compares the same phases
+    for load in (p for p in dev["phases"] if p["kind"] == "load"):
+        assert 3.5 <= load["rareq-sz"] <= 4.5 and 3.5 <= load["wareq-sz"] <= 4.5, load
+        assert all(isinstance(load[k], float) for k in ("rrqm/s", "wrqm/s", "%iowait", "%steal", "%system")), load
+    assert all(column in html for column in ("rareq-sz", "wareq-sz", "%iowait", "%steal"))
+    under = [d for d in report["devices"] if d["charted"] and d["device"] != device]
+    assert any(sum(p["kind"] == "load" and f"on {device}" in p["label"] for p in d["phases"]) == 2 for d in under), \
+        [(d["device"], [p["label"] for p in d["phases"]]) for d in under]
     for other in report["devices"]:
         if not other["charted"]:
             assert not list(out.glob(f"*-{other['device']}-*.png")) and all(v == [] for v in other["series"].values())
