@@ -122,11 +122,27 @@ def test_capped_disk_pages_naming_its_ceilings_and_its_twin_stays_silent(scenari
     # (within one phase of one request size an IOPS cap and a bandwidth cap look the same: the IOPS are named)
     expected = spec.ceilings if parse_duration(interval) >= 15 else {d: c for d, c in spec.ceilings.items() if d in named}
     assert expected or named, f"no ceiling named: {description}"
+    if "read throughput" not in named and "throughput" in named:
+        # a read-only load with the file system's few writes: the device's throughput is its reads' (named either way)
+        named["read throughput"] = named["throughput"]
     for dimension, cap in expected.items():
         assert dimension in named, f"{dimension} not named: {description}"
         assert 0.75 * cap <= named[dimension] <= 1.25 * cap, f"{dimension} named at {named[dimension]:g}, the cap is {cap:g}: {description}"
     assert not others, f"one cap, one page: {others}"
     assert not twin_pages, f"the uncapped twin paged: {twin_pages}"
+    # issue 29 on a plain capped disk: the slow episode's cause is the provider's cap and nothing else (at 15 s scrapes
+    # the load may stop before the cause's hold has passed: never another cause); the twin's printed
+    prom = capped.stacks[interval].prom
+    capped_causes, twin_causes = (causes_named(prom, run.disk.device_name, run.start, run.end + group_wait) for run in (capped, twin))
+    print(f"[{interval} scrapes] {shape}: causes named: capped {sorted(capped_causes) or 'none'}, twin {sorted(twin_causes) or 'none'}")
+    assert capped_causes <= {"provider_cap"}, capped_causes
+    if parse_duration(interval) < 15:
+        assert capped_causes == {"provider_cap"}, capped_causes
+
+
+def causes_named(prom: PromClient, device: str, start: float, end: float) -> set[str]:
+    """The causes ``fioscope:disk_slow_cause`` named for ``device`` at any evaluation in [start, end]."""
+    return {s["metric"]["cause"] for s in prom.query(f'fioscope:disk_slow_cause{{device="{device}"}}[{end - start + 1:.0f}s]', at=end)}
 
 
 def test_named_ceilings_reads_the_descriptions_units():
