@@ -2,7 +2,7 @@
 
 The cause is the mixin's (``fioscope_mixin.cause``: ``fioscope:disk_slow_cause{cause=...}``, exactly one per slow
 device): live as the stack's rule evaluation recorded it, offline as the temporary Prometheus recorded it from the same
-rules over the capture (``iostat.backfilled``). Here its samples become episodes (start, end, cause, the evidence figures);
+rules over the capture (``offline.pipeline.backfilled``). Here its samples become episodes (start, end, cause, the evidence figures);
 a slow stretch (await well above the device's normal) that no cause names is an episode whose cause is not decided, and
 the report says which evidence its source lacks. Plain words only: no alert or metric names reach the page.
 """
@@ -27,8 +27,7 @@ LABELS = {**dict(CAUSES), "stall": "a stall (requests in flight, almost none com
 ORDER = [c for c, _ in CAUSES]
 # the causes whose alerts wait durations.cause before they page (the others' records hold over a window already): an
 # episode of one of them shorter than that (one evaluation at the end of a busy stretch) is listed, never the device's cause
-LOAD_ABOVE_NORMAL = 1.1  # thresholds.cause.demand_tolerance's shipped 10 %: more than the load the device carried normally
-HELD = {"noisy_neighbour", "wait_above_disk", "writeback_cliff"}  # the mixin's precedence: a tie in time goes to the cause named first
+HELD = {"noisy_neighbour", "wait_above_disk", "writeback_cliff"}
 # evidence a cause needs that a source may lack (an iostat capture has neither): the series, what its absence leaves open
 EVIDENCE = [(IN_FLIGHT_SERIES, "the requests in flight (a stall)"),
             ("node_pressure_cpu_waiting_seconds_total", "the CPU pressure (a wait above the disk; CPU steal is read)")]
@@ -76,6 +75,7 @@ class CauseFindings:
 
     episodes: list[CauseEpisode] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    demand_tolerance: float = 0.1  # thresholds.cause.demand_tolerance: above (1 + it) x the normal load is more load
 
     def of(self, host: str, device: str) -> list[CauseEpisode]:
         return [e for e in self.episodes if (e.host, e.device) == (host, device)]
@@ -105,7 +105,7 @@ class CauseFindings:
             if any(a < e.end and e.start < b for a, b in ceilings or []):
                 # a load shorter than the cause needs (a capture's 40 s phase): the throttling check named the ceiling
                 return f"slow at the ceiling named above ({e.evidence()}); the cause not decided in so short a load"
-            if e.figures.get("iops", 0.0) > LOAD_ABOVE_NORMAL * e.figures.get("normal_iops", math.inf):
+            if e.figures.get("iops", 0.0) > (1 + self.demand_tolerance) * e.figures.get("normal_iops", math.inf):
                 return f"slow under more load than its normal ({e.evidence()}): load, not a fault"
             why = ("; not in the data: " + ", ".join(self.missing)) if self.missing else ""
             return f"slow ({e.evidence()}), cause not decided{why}"
@@ -118,7 +118,7 @@ def _median_in(series: Series | None, a: float, b: float) -> float | None:
 
 
 def cause_findings(prom: Prometheus, start: float, end: float, step: float, host_m: str = "", device_m: str = "",
-                   lookback: str = "1h", hold: float = 60.0) -> CauseFindings:
+                   lookback: str = "1h", hold: float = 60.0, demand_tolerance: float = 0.1) -> CauseFindings:
     """The window's cause episodes per device from the recorded causes, and the slow stretches no cause names.
     ``host_m``, ``device_m``: label matchers with a leading comma (the report's host; and devices); ``lookback``: the
     rules' ``cause.demand_lookback`` (the load the device carried at its normal latency); ``hold``: ``durations.cause``
@@ -126,7 +126,7 @@ def cause_findings(prom: Prometheus, start: float, end: float, step: float, host
     sel = "{" + device_m.lstrip(",") + "}"
     figures = {k: {_key(s.labels): s for s in prom.samples(series + sel, start, end)} for k, series in RECORDED.items()}
     figures["normal_iops"] = {_key(s.labels): s for s in prom.range(NORMAL_IOPS.format(sel=sel, lookback=lookback), start, end, step)}
-    found = CauseFindings()
+    found = CauseFindings(demand_tolerance=demand_tolerance)
     named: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for s in prom.samples(f"{n.DISK_SLOW_CAUSE}{sel}", start, end):
         cause = s.labels.get("cause", "")

@@ -138,11 +138,12 @@ def live_input(prom: Prometheus, start: float, end: float, host: str | None, dev
                           causes=cause_findings(prom, start, end, step, host_m, device_m, *cause_settings(thresholds or shipped())))
 
 
-def cause_settings(thresholds: Thresholds) -> tuple[str, float]:
+def cause_settings(thresholds: Thresholds) -> tuple[str, float, float]:
     """The rules' ``thresholds.cause.demand_lookback`` (the load a device carried at its normal latency is averaged over
-    it) and ``durations.cause`` in seconds (how long a cause holds before its alert pages)."""
-    settings = thresholds.settings
-    return (str(settings["thresholds"]["cause"]["demand_lookback"]), parse_duration(str(settings["durations"]["cause"])))
+    it), ``durations.cause`` in seconds (how long a cause holds before its alert pages) and ``demand_tolerance``."""
+    cause = thresholds.settings["thresholds"]["cause"]
+    return (str(cause["demand_lookback"]), parse_duration(str(thresholds.settings["durations"]["cause"])),
+            float(cause["demand_tolerance"]))
 
 
 def diagnose(inp: DiagnosisInput) -> Report:
