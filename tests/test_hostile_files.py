@@ -100,6 +100,23 @@ def test_target_cgroup_must_be_a_real_cgroup(tmp_path, command):
     assert not list((tmp_path / "target").iterdir())
 
 
+def test_a_config_files_target_cgroup_must_be_a_real_cgroup(tmp_path):
+    """The config file's ``cgroup:`` gets --target.cgroup's check: a directory with a cgroup.procs file, anywhere but
+    a cgroup filesystem, would have fio's pid written into an ordinary file."""
+    fake = tmp_path / "not-a-cgroup"
+    fake.mkdir()
+    (fake / "cgroup.procs").write_text("")
+    (tmp_path / "target").mkdir()
+    for cgroup, problem in ((fake, "not on a cgroup filesystem"), (tmp_path / "target", "not a cgroup directory")):
+        config = tmp_path / "fioscope.yaml"
+        config.write_text(f"targets:\n  - {{name: t, directory: {tmp_path / 'target'}, cgroup: {cgroup}}}\n")
+        done = fioscope("check", "--config.file", config, timeout=60)
+        assert done.returncode != 0, done.stdout + done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "targets[0].cgroup" in lines[0] and problem in lines[0], done.stderr
+    assert (fake / "cgroup.procs").read_text() == ""
+
+
 def test_an_undecodable_target_directory_name_is_no_traceback(tmp_path):
     """A lone surrogate (a name of undecodable bytes) in what fioscope prints or decodes never raises."""
     require("fio")

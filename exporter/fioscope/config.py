@@ -402,7 +402,8 @@ def _parse_config(path: Path) -> Config:
             destructive=t.get("destructive", False),
             limits=parse_limits(t.get("limits"), f"{where}.limits"),
             sla_latency_seconds=parse_duration(t.get("sla_latency", 0), f"{where}.sla_latency"),
-            cgroup=str(t.get("cgroup", "")),
+            # fio joins it by writing its pid there: the same check as --target.cgroup
+            cgroup=check_cgroup(str(t["cgroup"]), f"{where}.cgroup") if t.get("cgroup") else "",
         ), where))
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
