@@ -8,14 +8,17 @@ diagnosis runs the real promtool and Prometheus.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from helpers import hostile_reports as hostile
-from helpers.cli import fioscope
-from helpers.paths import checkout_env
+from helpers.cli import fioscope, fioscope_command
+from helpers.paths import IOSTAT, checkout_env
 from helpers.report_page import open_in_chromium
 
 
@@ -315,3 +318,40 @@ def test_a_failed_report_leaves_no_file_and_the_previous_report_whole(tmp_path):
         write_report(report(True), previous, pdf=True)
     assert {p.name: p.read_bytes() for p in previous.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["previous"]
+
+
+def test_a_killed_report_leaves_no_temporary_prometheus(tmp_path):
+    """SIGKILL to ``fioscope report`` while its temporary Prometheus runs: the Prometheus ends too (its death signal),
+    no orphan holding a port and the TSDB."""
+    report = subprocess.Popen(fioscope_command("report", "--iostat", IOSTAT / "capped.json", "--output", tmp_path / "out"),
+                              env=checkout_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def children() -> list[int]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                if stat.rsplit(")", 1)[1].split()[1] == str(report.pid) and "prometheus" in stat.split(")")[0]:
+                    found.append(int(entry.name))
+        return found
+
+    try:
+        deadline = time.monotonic() + 120
+        while not (prometheus := children()) and report.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert prometheus, "the report never started its temporary Prometheus"
+        report.kill()
+        report.wait()
+        deadline = time.monotonic() + 20
+        while Path(f"/proc/{prometheus[0]}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        alive = Path(f"/proc/{prometheus[0]}").exists() and "Z" not in Path(f"/proc/{prometheus[0]}/stat").read_text().split(")")[1][:3]
+        if alive:
+            os.kill(prometheus[0], signal.SIGKILL)
+        assert not alive, "the temporary Prometheus outlived its killed report"
+    finally:
+        if report.poll() is None:
+            report.kill()

@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from ...lifetime import child_setup
 from .. import ReportError
 from .counters import MAX_SAMPLE_GAP, MIN_GRID_STEP, Family, Grid
 from .load import MAX_SPAN
@@ -88,8 +89,10 @@ class TemporaryPrometheus:
                # would read as holding for the default 5 minutes; two grid steps reach the last sample of any series
                f"--query.lookback-delta={math.ceil(2 * max(self.grid.step, MAX_SAMPLE_GAP))}s"]
         try:
-            # a session of its own: a Ctrl-C at the terminal does not kill it under a report being finished; stop() does
-            self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            # a session of its own: a Ctrl-C at the terminal does not kill it under a report being finished; stop() does,
+            # and the death signal does if the report itself is killed (SIGKILL included: no orphan Prometheus)
+            self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                            preexec_fn=child_setup())
         except FileNotFoundError:
             raise ReportError("offline diagnosis needs prometheus (Debian: apt-get install prometheus)") from None
         deadline = time.monotonic() + 60
