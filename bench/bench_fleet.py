@@ -193,6 +193,45 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, all cores (/proc/stat)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK"), sum(ticks) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuShare:
+    """Cores used from ``start()`` to ``stop()``: the stack (Prometheus, Alertmanager, Thanos), this process (the simulated fleet's HTTP
+    server), everything else on the machine. The rule groups' evaluation times mean little without it: on a 2-core
+    machine the fleet's own exporters compete with Prometheus for the same cores."""
+
+    def __init__(self, deployment: Deployment):
+        self.deployment = deployment
+
+    def _now(self) -> tuple[float, float, float, float, float]:
+        times = os.times()
+        stack = sum(cpu_seconds(p.pid) for p in self.deployment.stack.procs.values() if p.poll() is None)
+        return (time.monotonic(), stack, times.user + times.system, *machine_busy_seconds())
+
+    def start(self) -> None:
+        self.begin = self._now()
+
+    def stop(self) -> dict[str, float]:
+        end = self._now()
+        wall, stack, fleet, busy, total = (b - a for a, b in zip(self.begin, end))
+        cores = total / wall if wall else 0.0
+        return {"stack": stack / wall, "fleet": fleet / wall, "other": (busy - stack - fleet) / wall, "idle": cores - busy / wall}
+
+
 def mem_available_mib() -> float:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
@@ -273,6 +312,8 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
         time.sleep(warmup)
         fleet.capped[CAPPED_HOST] = {CAPPED_DEVICE: time.time()}
         capped_at = time.time()
+        cpu = CpuShare(deployment)
+        cpu.start()
         alert: dict | None = None
         alert_after: float | None = None
         groups: dict[str, list[float]] = {}
@@ -296,6 +337,7 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
             if alert is not None and min((len(v) for v in groups.values()), default=0) >= cycles * shards:
                 break
             time.sleep(1)
+        cores = cpu.stop()
         latencies = []
         for expr in panel_queries():
             t0 = time.time()
@@ -311,7 +353,7 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
             "thanos_rss_mib": deployment.rss("sidecar") + deployment.rss("thanos-query"),
             "dashboards": (len(latencies), sum(latencies), max(latencies, default=0.0), len(panel_queries())),
             "alert_after": alert_after, "alert_wait": alert_wait, "alert": alert["labels"] if alert else None,
-            "minutes": (time.time() - started) / 60,
+            "minutes": (time.time() - started) / 60, "cores": cores,
         }
     finally:
         deployment.stop()
@@ -327,6 +369,10 @@ def report(r: dict, top: int) -> None:
     for kind in ("fioscope", "node"):
         families = sorted(per_host.get(kind, {}).items(), key=lambda kv: -kv[1])
         print(f"  {kind} families per host: " + ", ".join(f"{name} {n}" for name, n in families))
+    cores, stack = r["cores"], "Prometheus, Alertmanager" + (", Thanos" if r["shards"] > 1 else "")
+    print(f"  cores used while the groups were sampled: the stack ({stack}) {cores['stack']:.2f}, "
+          f"the simulated fleet's exporters {cores['fleet']:.2f}, the rest of the machine {cores['other']:.2f}, idle {cores['idle']:.2f} "
+          f"(of {os.cpu_count()})")
     for name, (mean, worst, n) in sorted(r["groups"].items()):
         print(f"  group {name:<28} evaluation mean {mean * 1000:8.1f} ms  max {worst * 1000:8.1f} ms  ({n} evaluations)")
     for mean, name in r["rules"][:top]:
