@@ -49,10 +49,12 @@ def alert(prom: PromClient, name: str, device: str) -> dict | None:
     return None
 
 
-def read_latency_seconds(job: Path) -> float:
-    """Mean completion latency of 4k random reads at queue depth 1 for 3 s with ``job``'s directory and file."""
-    out = subprocess.run(["fio", "--output-format=json", "--runtime=3", "--iodepth=1", "--rate_iops=0", str(job)],
-                         check=True, capture_output=True, text=True).stdout
+def read_latency_seconds(directory: str, tmp_path: Path) -> float:
+    """Mean completion latency of 4k random reads at queue depth 1 for 3 s in ``directory`` (its own job file: a job
+    section's options override the command line's, so the neighbour's runtime=600 would win over --runtime)."""
+    job = fio_job(tmp_path / "calibrate.fio", directory,
+                  ["[calibrate]\nrw=randread\nbs=4k\nsize=256m\niodepth=1\nruntime=3\nfilename=n.dat"])
+    out = subprocess.run(["fio", "--output-format=json", str(job)], check=True, capture_output=True, text=True, timeout=60).stdout
     return json.loads(out[out.index("{"):])["jobs"][0]["read"]["clat_ns"]["mean"] / 1e9
 
 
@@ -72,7 +74,7 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
         lay_out(neighbour_job)
         # the backing device's speed sets the pace; the one cgroup cap over both workloads is 1.5x that pace, so the
         # neighbour (twice the victim's queue) leaves the victim about half its pace
-        latency = read_latency_seconds(neighbour_job)
+        latency = read_latency_seconds(neighbour.mountpoint, tmp_path)
         pace = victim_pace(latency)
         shared_cap = pace * 3 // 2
         print(f"\n[noisy neighbour] backing read latency {latency * 1e3:.2f} ms: victim paced at {pace} IOPS, shared cap {shared_cap}")
@@ -101,7 +103,8 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
                          what="the victim's normal await")
             except AssertionError as exc:
                 util = prom.value(f'max_over_time(fioscope:disk_util_ratio:irate{{device="{dev}"}}[2m])')
-                raise AssertionError(f"{exc}; the victim's util peaked at {util} over the last 2 minutes (the baseline needs < 0.45)") from None
+                raise AssertionError(f"{exc}; the victim's util peaked at {util} over the last 2 minutes "
+                                     "(the baseline needs < 0.45)") from None
             wait_for(lambda: prom.value(f'fioscope:disk_normal_iops{{device="{dev}"}}') is not None, 120, interval=5,
                      what="the victim's load at normal latency")
             time.sleep(60)
