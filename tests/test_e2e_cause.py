@@ -7,17 +7,23 @@ neighbour saturates the other disk. The victim's own load does not grow, its rea
 rules must name a noisy neighbour within 2 minutes at 15 s scrapes, and nothing else, and the alert must give the
 evidence. Real fio, node_exporter (with its pressure collector where the kernel has PSI) and Prometheus with the
 project's rules at their default windows (alerts/config.yaml overrides set the intervals). Run with -s for figures.
+
+A wait above the disk and a write-back cliff run side by side under one more stack (see below the noisy neighbour):
+each named within 2 minutes of its onset, absent before it, nothing else named, its alert firing with the evidence.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers.lab import e2e_overrides, fio_in_cgroup, fio_job, lab_disks, lay_out, require_root_lab, started, stop_fio
 from helpers.native_stack import NativeStack
 from helpers.net import wait_for
@@ -134,3 +140,332 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
         assert set(seen) == {"noisy_neighbour"}, f"other causes named for the victim: {seen}"
         assert fired, "FioscopeDiskCauseNoisyNeighbour did not fire"
         assert "no ceiling" in fired["annotations"]["description"] and "at its normal latency" in fired["annotations"]["description"]
+
+
+# ---------------------------------------------------------------------------- a wait above the disk and a write-back cliff
+# Two cases side by side under one native stack (15 s scrapes): CI's time allows one stack for both. Each fio job is
+# run by a fioscope exporter (the live figures the rules read: fio_run_running, its clat, its write rate); one
+# exporter runs one fio at a time, so the cliff's runs on a second exporter of the same host (its own file_sd group).
+#
+# A wait above the disk: a light paced read on a healthy lab disk from a fio job pinned to the last CPU; its [before]
+# job runs alone (the cause must be absent), then busy processes of a heavy cpu cgroup take that CPU and its
+# [starved] job reads on: the device answers as fast as before, fio's completions wait for the CPU. (fio's live
+# quantiles count from a job's start, so the starved reads are a job of their own: appended to a long calm run they
+# would move its median only after as many slow reads as calm ones.)
+#
+# A write-back cliff: buffered writes paced at 5x the disk's write cap into a page cache of WB_CACHE bytes for that disk
+# (the disk's bdi: strict_limit, min_bytes = max_bytes; the host's own dirty limit is gigabytes): fio writes at its pace
+# until the cache holds its share, then at what the disk writes back. On cgroup v1 the flusher's writeback is charged
+# to the root cgroup, never to the lab disk's cgroup, so its cap would not hold for write-back: the lab disk's backing
+# file lives on a lower lab disk whose writes are capped for everyone (the root cgroup's rule), and the upper disk's
+# own cgroup caps it the same. Its queue is 16 requests of 64 KiB: the flusher's 1 MiB requests 128 deep would each
+# wait a minute at the cap (a stall, by the rules), and ext4's journal commits queued behind them block the writer for
+# seconds (measured: fio's rate then swings from 0 to 109 MiB/s and back to its pace).
+WB_CAP = 2 * 1048576  # bytes/s the capped disk writes (any backing device sustains it)
+WB_PACE = 5 * WB_CAP  # fio's buffered writes (thinktime, no catch-up burst after a wait); throttled, fio writes
+# 1-1.5x the cap (measured), well under write_cliff_ratio 0.5 of its pace
+WB_CACHE = 300 * 1048576  # writeback starts near 58 % of it, fio is throttled from 75 %: ~22 s of pace, more than a
+# scrape interval (the peak is scraped), less than the flusher's 30 s expiry
+WAIT_RATE = 50  # the light read's IO/s
+WAIT_BEFORE = 45  # seconds of the [before] job: three scrapes of fio's clat at the device's own latency
+WAIT_GAP = 10  # the [starved] job starts this long after [before] ends; the hog starts half-way
+HOGS = 3
+ALERT_FOR = 60  # durations.cause
+START_DELAY = 30  # both schedules start this long after the exporters (the stack scrapes them by then)
+SIDE_SETTINGS = [*SETTINGS, "thresholds.cause.steal_ratio=1.5"]  # the CPU route off (SETTINGS): the clat route is tested
+
+
+def exposition(url: str) -> dict:
+    from helpers.exposition import parse_exposition
+    from helpers.net import http_get
+
+    return parse_exposition(http_get(url))
+
+
+def live(metrics: dict, name: str, **labels) -> float | None:
+    for (n, frozen), value in metrics.items():
+        have = dict(frozen)
+        if n == name and all(have.get(k) == v for k, v in labels.items()):
+            return value
+    return None
+
+
+def cause_history(prom: PromClient, device: str, start: float, end: float) -> dict[str, list[float]]:
+    """{cause: the instants (5 s apart) at which the rules named it for ``device``} in [start, end]."""
+    out: dict[str, list[float]] = {}
+    for series in prom.query_range(f'fioscope:disk_slow_cause{{device="{device}"}}', start, end, 5):
+        out.setdefault(series["metric"]["cause"], []).extend(float(t) for t, _ in series["values"])
+    return out
+
+
+def values_between(prom: PromClient, expr: str, start: float, end: float) -> list[float]:
+    return [float(v) for s in prom.query_range(expr, start, end, 15) for _, v in s["values"]]
+
+
+def spread(values: list[float], scale: float = 1.0, unit: str = "") -> str:
+    return f"{min(values) * scale:.3g}-{max(values) * scale:.3g}{unit}" if values else "none"
+
+
+@contextlib.contextmanager
+def bdi_cache(device: str, size: int):
+    """The device's share of the page cache fixed at ``size`` bytes, whatever else dirties pages; restored on exit
+    (a loop device's bdi outlives its detach: the next lab disk on it would inherit the limit)."""
+    bdi = Path("/sys/class/bdi") / Path(f"/sys/block/{device}/dev").read_text().strip()
+    saved = {k: (bdi / k).read_text().strip() for k in ("strict_limit", "max_ratio")}
+    try:
+        (bdi / "strict_limit").write_text("1")
+        (bdi / "max_bytes").write_text(str(size))
+        (bdi / "min_bytes").write_text(str(size))
+        yield
+    finally:
+        (bdi / "min_bytes").write_text("0")
+        (bdi / "max_ratio").write_text(saved["max_ratio"])
+        (bdi / "strict_limit").write_text(saved["strict_limit"])
+
+
+@contextlib.contextmanager
+def small_queue(device: str):
+    """16 requests of at most 64 KiB in flight on ``device``; restored on exit (the loop device outlives its detach)."""
+    queue = Path(f"/sys/block/{device}/queue")
+    saved = {k: (queue / k).read_text().strip() for k in ("nr_requests", "max_sectors_kb")}
+    try:
+        (queue / "max_sectors_kb").write_text("64")
+        (queue / "nr_requests").write_text("16")
+        yield
+    finally:
+        for key, value in saved.items():
+            (queue / key).write_text(value)
+
+
+@contextlib.contextmanager
+def root_write_cap(majmin: str, bps: int):
+    """Every write to ``majmin`` capped, the flusher's too (cgroup v1's root group); lifted on exit."""
+    rule = Path("/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device")
+    rule.write_text(f"{majmin} {bps}")
+    try:
+        yield
+    finally:
+        rule.write_text(f"{majmin} 0")
+
+
+@contextlib.contextmanager
+def cpu_hog(cpu: int, count: int):
+    """``count`` busy processes pinned to ``cpu``, in a cpu cgroup of the largest weight; killed (by pid) on exit.
+
+    The weight, not nice: fio's job processes start sessions of their own, and with autogroup a task's nice counts only
+    inside its session's group (measured: nice -5 hogs delayed fio's completions ~3 ms in one run, not at all in the
+    next). Against a group 256x heavier, a woken fio never preempts the hog and waits for the next tick (EEVDF)."""
+    group = Path("/sys/fs/cgroup/cpu/fioscope-lab-ce-hog")
+    group.mkdir()
+    try:
+        (group / "cpu.shares").write_text("262144")
+        procs = [subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while 1: pass"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())))
+                 for _ in range(count)]
+        try:
+            yield time.time()
+        finally:
+            for proc in procs:
+                proc.kill()
+                proc.wait(10)
+    finally:
+        for _ in range(50):
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def side_by_side(tmp_path_factory) -> dict:
+    """Both cases at once under one stack; what happened to each (its device, onset, figures, alert)."""
+    require_root_lab()
+    from fioscope import lab
+    from helpers.processes import Exporter
+
+    if lab.cgroup_version() != 1 or not Path("/sys/fs/cgroup/cpu/cpu.shares").exists() or (os.cpu_count() or 1) < 2:
+        pytest.skip("needs cgroup v1 blkio and cpu (the write-back cap, the hog's weight) and two CPUs (one hogged)")
+    tmp = tmp_path_factory.mktemp("cause-side-by-side")
+    hog_cpu = (os.cpu_count() or 2) - 1
+    out: dict = {"wait": {}, "cliff": {}}
+    with contextlib.ExitStack() as es:
+        up = es.enter_context(lab_disks(tmp / "lab"))
+        wait_disk = up("healthy", "ce-wait")
+        lower = up("healthy", "ce-wb-lower")
+        inner = Path(lower.mountpoint) / "lab"
+        cliff_disk = lab.up("write-capped", name="ce-wb-cliff", size="1536M", state_dir=inner, write_bps=WB_CAP)
+        es.callback(lab.down, cliff_disk.name, inner)
+        es.enter_context(root_write_cap(cliff_disk.backing_device, WB_CAP))
+        es.enter_context(bdi_cache(cliff_disk.device_name, WB_CACHE))
+        es.enter_context(small_queue(cliff_disk.device_name))
+
+        wait_job = fio_job(tmp / "wait.fio", wait_disk.mountpoint, [
+            f"[before]\nruntime={WAIT_BEFORE}",
+            f"[starved]\nstonewall\nstartdelay={WAIT_GAP}\nruntime=240"],
+            global_opts=(f"ioengine=psync\nrw=randread\nbs=4k\nsize=64m\nrate_iops={WAIT_RATE}\nfilename=wait.dat\n"
+                         f"cpus_allowed={hog_cpu}"))
+        lay_out(wait_job)
+        burst_job = fio_job(tmp / "burst.fio", cliff_disk.mountpoint, [
+            f"[burst]\nrw=write\nbs=64k\ndirect=0\nioengine=psync\nthinktime={65536 * 1000000 // WB_PACE}\nthinktime_blocks=1\n"
+            "size=1g\nruntime=300\nfilename=burst.dat\n"
+            "cpus_allowed=0"])
+
+        hosts = tmp / "hosts"
+        hosts.mkdir()
+        second = tmp / "second"
+        second.mkdir()
+        cliff_config = config_with_targets(second / "fioscope.yaml", [{"name": "cliff", "directory": cliff_disk.mountpoint,
+                                                                       "cgroup": cliff_disk.cgroup}])
+        data = yaml.safe_load(cliff_config.read_text())
+        data["schedule"] = [{"job": str(burst_job), "target": "cliff", "start_delay": f"{START_DELAY}s"}]
+        cliff_config.write_text(yaml.safe_dump(data))
+        exporter = Exporter(second, config=cliff_config, results=second / "results")
+        es.callback(exporter.stop)
+        # the same host's second exporter: its series carry host "local" like the stack's own
+        (hosts / "second.yml").write_text(yaml.safe_dump([{"targets": [f"127.0.0.1:{exporter.port}"],
+                                                          "labels": {"host": "local", "__fioscope_job": "fioscope"}}]))
+        config = config_with_targets(tmp / "fioscope.yaml", [{"name": "wait", "directory": wait_disk.mountpoint}])
+        data = yaml.safe_load(config.read_text())
+        data["schedule"] = [{"job": str(wait_job), "target": "wait", "start_delay": f"{START_DELAY}s"}]
+        config.write_text(yaml.safe_dump(data))
+        stack = es.enter_context(started(NativeStack(tmp / "stack", e2e_overrides(
+            rate_window="1m", extra=[*SIDE_SETTINGS, f"stack.hosts_dir={hosts}"], scrape_interval=SCRAPE), fioscope_config=config)))
+        prom = PromClient(stack.url("prometheus"))
+        wait_dev, cliff_dev = wait_disk.device_name, cliff_disk.device_name
+        wait_for(lambda: len(prom.query(f'node_disk_reads_completed_total{{device=~"{wait_dev}|{cliff_dev}"}}')) == 2, 90, interval=1,
+                 what="node_exporter scraped")
+        wait_for(lambda: len(prom.query('up{job="fioscope"} == 1')) == 2, 90, interval=1, what="both exporters scraped")
+
+        wait, cliff = out["wait"], out["cliff"]
+        wait.update(device=wait_dev)
+        cliff.update(device=cliff_dev, peak=0.0)
+        main_metrics = stack.url("fioscope", "/metrics")
+        hog = contextlib.ExitStack()  # closed once the wait's alert is in: a hogged CPU slows everything else
+        es.callback(hog.close)
+        deadline = time.time() + START_DELAY + 420
+        t0 = shown = time.time()
+        while time.time() < deadline:
+            now = time.time()
+            metrics = exposition(main_metrics)
+            if "start" not in wait and live(metrics, "fio_run_running", jobname="before") == 1:
+                wait["start"] = now
+            if "start" in wait and "onset" not in wait and now >= wait["start"] + WAIT_BEFORE + WAIT_GAP / 2:
+                wait["onset"] = hog.enter_context(cpu_hog(hog_cpu, HOGS))
+            bw = live(exporter.metrics(), "fio_bandwidth_bytes_per_second", jobname="burst", ddir="write")
+            if bw is not None:
+                cliff.setdefault("start", now)
+                if "onset" not in cliff:
+                    cliff["peak"] = max(cliff["peak"], bw)
+                    if cliff["peak"] >= 0.5 * WB_PACE and bw < 0.5 * cliff["peak"]:
+                        cliff["onset"], cliff["fell_to"] = now, bw
+            for case, name in ((wait, "FioscopeDiskCauseWaitAboveDisk"), (cliff, "FioscopeDiskCauseWritebackCliff")):
+                if not case.get("alert") and "onset" in case:
+                    case["alert"] = alert(prom, name, case["device"])
+                    if case["alert"]:
+                        case["alert_after"] = now - case["onset"]
+                        if case is wait:
+                            hog.close()
+            if now >= shown + 15:  # the rules' view, a line a scrape (-s)
+                shown = now
+                print(progress(prom, now - t0, wait_dev, cliff_dev), flush=True)
+            # both alerts, or each case's time: named within NAMED_WITHIN, then the alert's `for`, and a margin
+            late = [c for c in (wait, cliff)
+                    if not c.get("alert") and not ("onset" in c and now > c["onset"] + NAMED_WITHIN + ALERT_FOR + 45)]
+            if not late:
+                break
+            time.sleep(1)
+        end = time.time()
+        for case in (wait, cliff):
+            dev = case["device"]
+            case["end"] = end
+            case["history"] = cause_history(prom, dev, case.get("start", end) - 30, end) if "start" in case else {}
+            q = f'{{device="{dev}"}}'
+            case["await"] = values_between(prom, f"fioscope:disk_await_seconds{q}", case.get("start", end), end)
+            case["util"] = values_between(prom, f"fioscope:disk_util_ratio:irate{q}", case.get("start", end), end)
+            case["iops"] = values_between(prom, f"fioscope:disk_iops{q}", case.get("start", end), end)
+        onset = wait.get("onset", end)
+        wait["clat_before"] = values_between(prom, f'fioscope:fio_clat_p50_seconds{{device="{wait_dev}"}}', wait.get("start", end), onset)
+        wait["clat_after"] = values_between(prom, f'fioscope:fio_clat_p50_seconds{{device="{wait_dev}"}}', onset, end)
+        wait["await_before"] = values_between(prom, f'fioscope:disk_await_seconds{{device="{wait_dev}"}}', wait.get("start", end), onset)
+        wait["cpu_pressure"] = values_between(prom, "fioscope:cpu_pressure_ratio", onset, end)
+        since = cliff.get("start", end)
+        cliff["fio_bw"] = values_between(prom, f'fio_bandwidth_bytes_per_second{{device="{cliff_dev}",ddir="write"}}', since, end)
+        cliff["device_bw"] = values_between(prom, f'fioscope:disk_write_bytes_per_second{{device="{cliff_dev}"}}', since, end)
+        cliff["in_flight"] = values_between(prom, f'node_disk_io_now{{device="{cliff_dev}"}}', cliff.get("start", end), end)
+    return out
+
+
+def progress(prom: PromClient, elapsed: float, wait_dev: str, cliff_dev: str) -> str:
+    """One line of what the rules see of both disks (printed a scrape apart with -s)."""
+    def one(expr: str, scale: float = 1.0) -> str:
+        v = prom.value(expr)
+        return "-" if v is None else f"{v * scale:.3g}"
+
+    w, c = f'device="{wait_dev}"', f'device="{cliff_dev}"'
+    alerts = [a["labels"]["alertname"] + ":" + a["state"] + ":" + a["labels"].get("device", "")
+              for a in prom._get("/api/v1/alerts")["alerts"] if a["labels"].get("alertname", "").startswith("FioscopeDiskCause")]
+    return (f"[{elapsed:5.0f} s] wait {wait_dev}: {','.join(sorted(causes(prom, wait_dev))) or 'none'}, clat p50 "
+            + one("fioscope:fio_clat_p50_seconds{" + w + "}", 1e3) + " ms, await " + one("fioscope:disk_await_seconds{" + w + "}", 1e3)
+            + " ms, IO/s " + one("fioscope:disk_iops{" + w + "}")
+            + f" | cliff {cliff_dev}: {','.join(sorted(causes(prom, cliff_dev))) or 'none'}, fio "
+            + one("max(fio_bandwidth_bytes_per_second{" + c + ',ddir="write"})', 1 / 1048576) + " MiB/s, util "
+            + one("fioscope:disk_util_ratio:irate{" + c + "}") + ", in flight " + one("node_disk_io_now{" + c + "}")
+            + " | " + (",".join(alerts) or "no cause alerts"))
+
+
+def named_after(case: dict, cause: str) -> float | None:
+    times = case["history"].get(cause)
+    return min(times) - case["onset"] if times else None
+
+
+def report(label: str, case: dict) -> str:
+    first = {c: round(min(t) - case.get("onset", case["end"]), 1) for c, t in case["history"].items()}
+    return (f"[{label}] {case['device']}: causes named (s after onset, negative before): {first}; await "
+            f"{spread(case['await'], 1e3, ' ms')}, util {spread(case['util'], 100, ' %')}, IO/s {spread(case['iops'])}")
+
+
+def test_wait_above_disk(side_by_side):
+    case = side_by_side["wait"]
+    assert "start" in case, "the exporter never ran the light read"
+    assert "onset" in case, "the hog never started"
+    figures = (f"{report('wait above the disk', case)}; fio clat p50 before {spread(case['clat_before'], 1e3, ' ms')}, "
+               f"after {spread(case['clat_after'], 1e3, ' ms')}; device await before {spread(case['await_before'], 1e3, ' ms')}; "
+               f"CPU pressure after {spread(case['cpu_pressure'], 100, ' %')}")
+    print("\n" + figures)
+    fired = case.get("alert")
+    if fired:
+        print(f"[wait above the disk] {fired['annotations']['summary']}: {fired['annotations']['description']}")
+    assert case["clat_before"], f"no fio clat recorded before the hog: {figures}"
+    before = [c for c, times in case["history"].items() if min(times) < case["onset"]]
+    assert not before, f"named before the hog started: {before}; {figures}"
+    after = named_after(case, "wait_above_disk")
+    assert after is not None, f"no wait above the disk named: {figures}"
+    assert after <= NAMED_WITHIN, f"named {after:.0f} s after onset: {figures}"
+    assert set(case["history"]) == {"wait_above_disk"}, f"other causes named: {figures}"
+    assert fired, f"FioscopeDiskCauseWaitAboveDisk did not fire: {figures}"
+    assert "fio's median completion latency" in fired["annotations"]["description"], fired["annotations"]["description"]
+
+
+def test_writeback_cliff(side_by_side):
+    case = side_by_side["cliff"]
+    assert "start" in case, "the exporter never ran the burst"
+    figures = (f"{report('write-back cliff', case)}; fio's write rate peaked at {case['peak'] / 1048576:.1f} MiB/s "
+               f"(paced {WB_PACE / 1048576:.0f}), scraped {spread(case['fio_bw'], 1 / 1048576, ' MiB/s')}; the device wrote "
+               f"{spread(case['device_bw'], 1 / 1048576, ' MiB/s')} (cap {WB_CAP / 1048576:.0f}), in flight {spread(case['in_flight'])}")
+    print("\n" + figures)
+    fired = case.get("alert")
+    if fired:
+        notes = fired["annotations"]
+        print(f"[write-back cliff] {fired['labels'].get('severity')} {notes['summary']}: {notes['description']}")
+    assert "onset" in case, f"fio's write rate never fell under half its peak: {figures}"
+    print(f"[write-back cliff] onset {case['onset'] - case['start']:.0f} s into the burst, fio at {case['fell_to'] / 1048576:.1f} MiB/s")
+    before = [c for c, times in case["history"].items() if min(times) < case["onset"]]
+    assert not before, f"named before the cliff: {before}; {figures}"
+    after = named_after(case, "writeback_cliff")
+    assert after is not None, f"no write-back cliff named: {figures}"
+    assert after <= NAMED_WITHIN, f"named {after:.0f} s after onset: {figures}"
+    assert set(case["history"]) == {"writeback_cliff"}, f"other causes named: {figures}"
+    assert fired, f"FioscopeDiskCauseWritebackCliff did not fire: {figures}"
+    assert "write-back cliff" in fired["annotations"]["description"] and "its peak" in fired["annotations"]["description"]
