@@ -9,7 +9,8 @@ evidence. Real fio, node_exporter (with its pressure collector where the kernel 
 project's rules at their default windows (alerts/config.yaml overrides set the intervals). Run with -s for figures.
 
 A wait above the disk and a write-back cliff run side by side under one more stack (see below the noisy neighbour):
-each named within 2 minutes of its onset, absent before it, nothing else named, its alert firing with the evidence.
+each named within 2 minutes of its onset, absent before it, nothing else named, its alert firing with the evidence
+(opt-in: FIOSCOPE_E2E_CAUSE_LAB=1; proven on one machine so far).
 """
 
 from __future__ import annotations
@@ -282,6 +283,10 @@ def cpu_hog(cpu: int, count: int):
 def side_by_side(tmp_path_factory) -> dict:
     """Both cases at once under one stack; what happened to each (its device, onset, figures, alert)."""
     require_root_lab()
+    if not os.environ.get("FIOSCOPE_E2E_CAUSE_LAB"):
+        # passed on this VM (kernel 6.18, 4 ms tick) but the hog's delay of fio's completions depends on the scheduler
+        # tick and cgroup weights, and the cliff on page-cache and bdi limits: opt-in until they hold on CI's machine
+        pytest.skip("the CPU-hog and write-back cases: FIOSCOPE_E2E_CAUSE_LAB=1 runs them (about 3 minutes)")
     from fioscope import lab
     from helpers.processes import Exporter
 
