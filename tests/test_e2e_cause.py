@@ -16,7 +16,6 @@ each named within 2 minutes of its onset, absent before it, nothing else named, 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -38,8 +37,8 @@ SCRAPE = "15s"
 # a CPU pressure near 100 % (measured: PSI cpu some avg60 93.7 %), which names a wait above the disk for any light load
 # (its rule, tested in alerts/tests/cause.test.yaml); the neighbour is isolated here
 SETTINGS = ["stack.alertmanager_group_interval=5s", "thresholds.cause.cpu_pressure_ratio=1.5"]
-MAX_PACE = 1000  # the victim's reads/s where the backing device is fast: under the cap alone, at its normal latency
-PACE_UTIL = 0.15  # ... and at most this busy share of the victim's disk (the baseline records only under 45 % util: on
+MAX_PACE = 1000  # the victim's reads/s where its disk is fast: under the cap alone, at its normal latency
+PACE_UTIL = 0.2  # ... and at most this busy share of the victim's disk (the baseline records only under 45 % util: on
 # CI's machine a 1,000 IOPS pace kept the victim's disk above it and no normal was ever recorded)
 NAMED_WITHIN = 120
 WATCH = 240  # seconds of the episode watched for any other cause
@@ -56,22 +55,23 @@ def alert(prom: PromClient, name: str, device: str) -> dict | None:
     return None
 
 
-def read_latency_seconds(directory: str, tmp_path: Path) -> float:
-    """Mean completion latency of 4k random reads at queue depth 1 for 3 s in ``directory`` (its own job file: a job
-    section's options override the command line's, so the neighbour's runtime=600 would win over --runtime)."""
-    job = fio_job(tmp_path / "calibrate.fio", directory,
-                  ["[calibrate]\nrw=randread\nbs=4k\nsize=256m\niodepth=1\nruntime=3\nfilename=n.dat"])
-    out = subprocess.run(["fio", "--output-format=json", str(job)], check=True, capture_output=True, text=True, timeout=60).stdout
-    return json.loads(out[out.index("{"):])["jobs"][0]["read"]["clat_ns"]["mean"] / 1e9
+def busy_share(device: str, job: Path) -> float:
+    """The share of time ``device`` was busy (its util, from the kernel's io_ticks) while ``job`` ran."""
+    stat = Path(f"/sys/block/{device}/stat")
+    ticks, start = int(stat.read_text().split()[9]), time.monotonic()
+    subprocess.run(["fio", "--output=/dev/null", str(job)], check=True, stdout=subprocess.DEVNULL, timeout=60)
+    return (int(stat.read_text().split()[9]) - ticks) / 1000 / (time.monotonic() - start)
 
 
-def victim_pace(latency: float) -> int:
-    """The victim's reads/s: its disk busy at most PACE_UTIL of the time (util ~ IOPS x latency), in 50s."""
-    return max(100, min(MAX_PACE, int(PACE_UTIL / latency) // 50 * 50))
+def victim_pace(util_at_max_pace: float) -> int:
+    """The victim's reads/s: its disk busy at most PACE_UTIL of the time (util grows with the pace), in 50s."""
+    return max(100, min(MAX_PACE, int(MAX_PACE * PACE_UTIL / max(util_at_max_pace, 1e-3)) // 50 * 50))
 
 
 def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
     require_root_lab()
+    from fioscope import lab
+
     loads: list = []
     with contextlib.ExitStack() as stack_of:
         up = stack_of.enter_context(lab_disks(tmp_path / "lab"))
@@ -79,14 +79,20 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
         neighbour_job = fio_job(tmp_path / "neighbour.fio", neighbour.mountpoint,
                                 ["[neighbour]\nrw=randread\nbs=4k\nsize=256m\niodepth=32\nruntime=600\nfilename=n.dat"])
         lay_out(neighbour_job)
-        # the backing device's speed sets the pace; the one cgroup cap over both workloads is 1.5x that pace, so the
-        # neighbour (twice the victim's queue) leaves the victim about half its pace
-        latency = read_latency_seconds(neighbour.mountpoint, tmp_path)
-        pace = victim_pace(latency)
-        shared_cap = pace * 3 // 2
-        print(f"\n[noisy neighbour] backing read latency {latency * 1e3:.2f} ms: victim paced at {pace} IOPS, shared cap {shared_cap}")
-        victim = up("read-capped", "nn-victim", read_iops=shared_cap)
+        victim = up("read-capped", "nn-victim", read_iops=MAX_PACE * 3 // 2)
         assert victim.backing_device == neighbour.backing_device, "both backing files must share one device"
+        # the victim's disk's util at the most paced reads sets the pace (what the baseline needs, measured as the
+        # kernel counts it); the one cgroup cap over both workloads is 1.5x that pace, so the neighbour (twice the
+        # victim's queue) leaves the victim about half its pace
+        calibrate = fio_job(tmp_path / "calibrate.fio", victim.mountpoint,
+                            [f"[calibrate]\nrw=randread\nbs=4k\nsize=256m\niodepth=16\nrate_iops={MAX_PACE}\nruntime=6\nfilename=v.dat"])
+        lay_out(calibrate)
+        util = busy_share(victim.device_name, calibrate)
+        pace = victim_pace(util)
+        victim.limits["read_iops"] = shared_cap = pace * 3 // 2
+        lab.write_limits(victim)
+        print(f"\n[noisy neighbour] the victim's disk {util:.0%} busy at {MAX_PACE} paced reads/s: paced at {pace}, "
+              f"shared cap {shared_cap}")
         config = config_with_targets(tmp_path / "fioscope.yaml", [{"name": "victim", "directory": victim.mountpoint},
                                                                  {"name": "neighbour", "directory": neighbour.mountpoint}])
         stack = stack_of.enter_context(started(NativeStack(tmp_path / "stack", e2e_overrides(rate_window="1m", extra=SETTINGS,
