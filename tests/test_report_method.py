@@ -137,8 +137,8 @@ def test_page_reads_verdict_first_with_binary_units(capped_report, tmp_path):
 def test_two_runs_of_one_profile_make_one_running_series():
     """Two results of one profile share their labels: fio_run_running must stay one series with one value per time
     (it held two interleaved lists, so the rules saw no fio load at all)."""
-    from fioscope.reporting.offline.load import FioRun
     from fioscope.reporting.offline.counters import fio_series
+    from fioscope.reporting.offline.load import FioRun
 
     runs = [FioRun("rand-read-iops", "t", "loop0", 100.0, 102.0, None, {}), FioRun("rand-read-iops", "t", "loop0", 150.0, 190.0, None, {})]
     [(labels, points)] = fio_series(runs, "vm", 90.0, 200.0)["fio_run_running"].items()
@@ -305,3 +305,15 @@ def test_capture_shows_progress_on_a_terminal(tmp_path):
     assert "all done in" in proc.stdout and "\x1b[K" in proc.stdout  # rewritten in place (text mode reads \r as \n)
     report = json.loads((out / "report.json").read_text())
     assert [r["job"] for r in report["runs"]] == ["cloud-sla-70-30"] * 2
+
+
+@pytest.mark.parametrize(("reads_per_second", "util", "idle"), [(1.0, 2.0, True), (1009.0, 2.0, False), (1.0, 30.0, False)])
+def test_a_device_is_idle_only_at_low_util_and_few_requests(reads_per_second, util, idle):
+    """A host-cached virtual disk under a loop device did 1,009 IO/s at 2 % util: loaded, charted, not 'idle'."""
+    from fioscope.reporting.phases import is_idle_device
+    from fioscope.reporting.timeline import Timeline
+
+    times = [1000.0 + i for i in range(10)]
+    timeline = Timeline("h", "vda", {"r/s": [(t, reads_per_second) for t in times], "w/s": [(t, 0.0) for t in times],
+                                     "util": [(t, util) for t in times]}, interval=1.0)
+    assert is_idle_device(timeline, [], named_by_alerts=False) is idle

@@ -32,6 +32,7 @@ from .charts import Line, Window, time_chart
 from .html import Report, Section, Table, Verdict
 from .phases import (
     IDLE_DEVICE_UTIL,
+    IDLE_IOPS,
     PHASE_COLUMNS,
     Phase,
     RunWindow,
@@ -222,8 +223,8 @@ def diagnose(inp: DiagnosisInput) -> Report:
         devices_json.append(reportjson.charted_device(timeline, shown, text, ok, failed[0] if failed else None, compared, held,
                                                       inp.causes.dominant(*key), [e.json() for e in inp.causes.of(*key)]))
     if idle:
-        report.verdicts.append(Verdict("idle-devices", None, f"Idle, not charted (no fio run, util below {IDLE_DEVICE_UTIL:g} %): "
-                                       + ", ".join(idle), {"count": len(idle)}))
+        report.verdicts.append(Verdict("idle-devices", None, (f"Idle, not charted (no fio run, util below {IDLE_DEVICE_UTIL:g} % "
+                                                              f"and under {IDLE_IOPS:g} IO/s): ") + ", ".join(idle), {"count": len(idle)}))
     report.verdicts += fio_sla_verdicts(inp.fio)
     report.verdicts += fsync_verdicts(inp.fio, fired, inp.thresholds)
     report.verdicts.append(iowait_verdict(inp.cpus, fired, inp.thresholds, Measured.of(start, end)))
