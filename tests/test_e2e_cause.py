@@ -277,12 +277,9 @@ def cpu_hog(cpu: int, count: int):
                 proc.kill()
                 proc.wait(10)
     finally:
-        for _ in range(50):
-            try:
-                group.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
+        from fioscope.lab import remove_cgroup
+
+        remove_cgroup(group)
 
 
 @pytest.fixture(scope="module")

@@ -206,6 +206,22 @@ def write_limits(disk: LabDisk) -> None:
                 (path / f"blkio.throttle.{fname}").write_text(f"{dev} {lim[src]}")
 
 
+def remove_cgroup(cgroup: Path) -> None:
+    """Kill what is left inside ``cgroup`` (it would keep the cgroup busy), then remove it, retrying while the kernel
+    still counts its exiting processes (up to 5 s)."""
+    for pid in (cgroup / "cgroup.procs").read_text().split():
+        try:
+            os.kill(int(pid), 9)
+        except ProcessLookupError:
+            pass
+    for _ in range(50):
+        try:
+            cgroup.rmdir()
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 def lift_limits(disk: LabDisk) -> None:
     """Remove the disk's caps from its cgroup (v1: a limit of 0 removes the rule; v2: ``max``); a missing file is left alone."""
     path, dev = Path(disk.cgroup), disk.backing_device
@@ -263,17 +279,7 @@ def down(name: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
         cg = Path(disk.cgroup)
         # the caps lifted first: a stalled disk's queued requests would hold its processes (and the mount) for minutes
         lift_limits(disk)
-        for pid in (cg / "cgroup.procs").read_text().split():
-            try:
-                os.kill(int(pid), 9)  # a process left inside would keep the cgroup busy
-            except ProcessLookupError:
-                pass
-        for _ in range(50):
-            try:
-                cg.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
+        remove_cgroup(cg)
         removed.append(disk.cgroup)
     if "mount" in disk.created and disk.mountpoint and os.path.ismount(disk.mountpoint):
         _unmount(disk.mountpoint)
