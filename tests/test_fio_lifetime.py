@@ -5,7 +5,10 @@ killed outright (the old test SIGKILLed it beside the exporter), a job process i
 to its runtime's end and may then block for ever on a futex in fio's shared memory that the killed main
 process held (it takes the job's locks every status interval, here each second). A lone exporter killed
 with SIGKILL let fio end because fio's main process lived on, hit the broken stdout pipe at its next
-status report and stopped its jobs itself: one status interval late.
+status report and stopped its jobs itself: one status interval late. The death signal's SIGTERM alone
+was not enough: fio's handler writes to stdout first, and with the exporter's end of the pipe closed that
+write's SIGPIPE killed the main process before it stopped its jobs (a race with the exporter's exit: CI
+failed the first test here on it). fio now runs with SIGPIPE ignored.
 """
 
 from __future__ import annotations

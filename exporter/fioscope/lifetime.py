@@ -2,7 +2,10 @@
 
 - ``child_setup``: run in the forked child before exec: ``PR_SET_PDEATHSIG`` SIGTERM, so when fioscope
   dies (even by SIGKILL) fio is told at once and ends its job processes itself, as on Ctrl-C. Without
-  it fio only noticed at its next status report (a broken stdout pipe), one status interval later.
+  it fio only noticed at its next status report (a broken stdout pipe), one status interval later. fio
+  runs with SIGPIPE ignored: its SIGTERM handler writes to stdout before it stops its job processes,
+  and with the pipe's reader gone that write's SIGPIPE killed fio's main process first, leaving the job
+  processes to run to the end of their runtime (CI saw it; 4 of 5 runs here under load).
 - ``RUN_TAG``: every fio a run starts carries ``FIOSCOPE_RUN=<marker stem>`` in its environment, which
   fio's job processes inherit. They start sessions of their own, so no process group reaches them. A
   job process whose fio main process is killed outright runs on to the end of its runtime, and may then
@@ -38,6 +41,9 @@ def child_setup(then: Callable[[], object] | None = None) -> Callable[[], None]:
 
     def setup() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        # fio's SIGTERM handler first writes "terminating" to stdout, our pipe: once fioscope is gone that
+        # write raised SIGPIPE, which killed fio's main process before it told its job processes to stop
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         if os.getppid() != parent:  # fioscope died between fork and prctl
             os.kill(os.getpid(), signal.SIGTERM)
         if then is not None:
