@@ -56,6 +56,7 @@ class Runner:
         self.config = config
         self.store = store
         self._process: subprocess.Popen | None = None
+        self._stopped: subprocess.Popen | None = None  # the fio that stop() asked to end
         self._lock = threading.Lock()  # one fio at a time: two loads on one disk spoil both
 
     def prepare(self, job: str, target: Target, env: dict[str, str] | None = None) -> JobFile:
@@ -91,8 +92,11 @@ class Runner:
         return outcome
 
     def stop(self) -> None:
+        """SIGTERM fio: it ends its jobs and prints its final report. A run stopped so is a shorter run, not a failed
+        one (fio exits 128): its result carries no failure, though ``run`` does not call it ok."""
         process = self._process
         if process is not None and process.poll() is None:
+            self._stopped = process
             process.terminate()
 
     def kill(self) -> None:
@@ -155,7 +159,9 @@ class Runner:
         outcome.document = stream.last_document
         outcome.result = stream.last_run  # fio's own figures: update_live works on copies
         failed_jobs = [j.jobname for j in outcome.result.jobs if j.error]
-        if rc != 0 or failed_jobs:
+        if rc != 0 and not failed_jobs and self._stopped is process:  # Ctrl-C'd: the load so far, published as such
+            outcome.message = f"stopped on request (fio exited {rc})"
+        elif rc != 0 or failed_jobs:
             outcome.message = (f"fio exited {rc}" + (f", job error in {', '.join(failed_jobs)}" if failed_jobs else "")
                                + (f": {errors}" if errors else ""))
             # a killed fio leaves its last status report: published, but counted as a failed run
