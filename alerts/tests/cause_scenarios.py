@@ -103,6 +103,8 @@ NEIGHBOUR = closed_loop(1500, 2 / 1500, 0.9, jitter=0.3)
 PACED_BEFORE = closed_loop(1500, 0.00009, 0.13, jitter=0.02)
 # the lab's victim: a paced 1,500 reads/s beside a neighbour saturating the backing device: 636 r/s at 6.2 ms
 PACED_VICTIM = closed_loop(636, 0.0062, 0.95, jitter=0.3)
+FIO_VICTIM_BEFORE = closed_loop(750, 0.0003, 0.2, jitter=0.02)
+FIO_VICTIM = closed_loop(420, 16 / 420, 0.97, jitter=0.2)
 
 
 def at_cap_level_normal(_t, rng):
@@ -230,6 +232,14 @@ CASES = [
     Case("provider cap met by twice the demand: 700 r/s + 300 w/s at the normal, then the same at the cap",
          Device("c11", "vdb", window(sc.iops_cap, ONSET, END, at_cap_level_normal)), "provider_cap",
          alert=(n.ALERT_DISK_CAUSE_PROVIDER_CAP, "info"), phrase="the provider's cap on the volume"),
+    # the lab's neighbour under a capture: the victim is a fio job (fio's two-scrape window decides at 15 s), paced at
+    # 750 reads/s, then a bursty neighbour leaves it a drifting 420 +- 20 % at its queue of 16. Two scrapes within 5 %
+    # happen by chance: a "ceiling" under the rate the victim did before, never a cap (the provider's cap was named
+    # for 15-30 s stretches, which split the neighbour's episode)
+    Case("noisy neighbour under a fio job: a paced 750 reads/s victim, then 420 r/s +-20 % at its queue of 16",
+         Device("c12", "vdb", window(FIO_VICTIM, ONSET, EPISODE_END, FIO_VICTIM_BEFORE), discards=False), "noisy_neighbour",
+         fio=Fio(ONSET - 15 * 60, END, clat=lambda t: 0.0003 + (16 / 420 - 0.0003) * min(1, max(0, t - ONSET) / 60) * (t < EPISODE_END)),
+         alert=(C, "warning"), phrase="no ceiling"),
 ]
 
 

@@ -15,7 +15,8 @@ fault: it gets no cause. Thresholds: ``thresholds.cause`` in alerts/config.yaml.
 from __future__ import annotations
 
 from fioscope_mixin import names as n
-from fioscope_mixin.alerts import CEILING_AFTER_STEP_DOWN, CEILING_AT_PEAK, HOST, LOCAL, device_query, device_series, disk_value
+from fioscope_mixin.alerts import (CEILING_AFTER_STEP_DOWN, CEILING_AT_PEAK, HOST, LOCAL, ceiling_at_peak, device_query,
+                                   device_series, disk_value)
 from fioscope_mixin.columns import IN_FLIGHT_SERIES
 from fioscope_mixin.rule import ON, Alert, Record, fmt, params
 
@@ -69,16 +70,20 @@ FIO_WRITE_BW = 'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}'
 FIO_RUNNING = "on (%(fioResult)s) fio_run_running{%(fioSelector)s} == 1"
 
 
-def _held(window: str) -> str:
-    return f"{BY_DEVICE} (count_over_time({n.DISK_CEILING}{{window=\"{window}\"}}[%(cause_hold)s]) >= %(cause_min_samples)s)"
+def _held(window: str, span: str = "%(cause_hold)s", samples: str = "%(cause_min_samples)s") -> str:
+    return f"{BY_DEVICE} (count_over_time({n.DISK_CEILING}{{window=\"{window}\"}}[{span}]) >= {samples})"
 
 
 # the device at its provider's ceiling or its own, as the throttling alerts judge it: a ceiling in fio's window while fio
-# loads the device, or in the any-workload window at the most the device did lately (a plateau under an earlier, higher
-# rate is demand, unless burst credits ran out: the step-down; each in the ceiling's own direction); held min_samples
-# evaluations within cause.hold (a healthy stream's chance-flat minute flickers), and busy in the last scrape (the
-# windows still hold a load that just stopped)
-CEILING = (f"(\n  {_held('short')} and on (%(clusterLabels)shost, device) {n.DISK_FIO_LOAD}\n"
+# loads the device, or in the any-workload window, each at the most the device did lately (a plateau under an earlier,
+# higher rate is demand, unless burst credits ran out: the step-down; each in the ceiling's own direction); held
+# min_samples evaluations within cause.hold (a healthy stream's chance-flat minute flickers), and busy in the last scrape
+# (the windows still hold a load that just stopped). fio's window holds two scrapes at 15 s: a neighbour's drifting
+# share of a backend is flat in two now and then, under the rate the victim did before the neighbour came (a capture
+# on the lab's noisy neighbour named the provider's cap for 15-30 s stretches, which broke the neighbour's episode)
+SHORT_AT_PEAK = ceiling_at_peak("short", "%(fioWindow)s", ceiling="max_over_time(%s[%%(cause_hold)s])")
+CEILING = (f"(\n  {_held('short', '%(window)s', '%(windowSamples)s')} and on (%(clusterLabels)shost, device) {n.DISK_FIO_LOAD}\n"
+           f"    and {ON} (\n{SHORT_AT_PEAK}\nor {CEILING_AFTER_STEP_DOWN}\n  )\n"
            f"  or {_held('long')} and {ON} (\n{CEILING_AT_PEAK}\nor {CEILING_AFTER_STEP_DOWN}\n  )\n)\n"
            f"and {ON} {n.DISK_UTIL_RATIO_IRATE} >= %(throttle_util_min_ratio)s")
 
