@@ -3,10 +3,13 @@
 A noisy neighbour: two lab disks whose backing files share one file system (one backing device), and one cgroup cap
 on that device (1.5x the victim's pace) over both workloads: the victim reads at a paced rate on its disk (at most
 1,000 IOPS, lower where the backing device is slow: its util must stay under the baseline's 45 %), then a
-neighbour saturates the other disk. The victim's own load does not grow, its reads complete slower and fewer: the
+bursty neighbour saturates the other disk. The victim's own load does not grow, its reads complete slower and fewer: the
 rules must name a noisy neighbour within 2 minutes at 15 s scrapes, and nothing else, and the alert must give the
 evidence. Real fio, node_exporter (with its pressure collector where the kernel has PSI) and Prometheus with the
 project's rules at their default windows (alerts/config.yaml overrides set the intervals). Run with -s for figures.
+The victim's load is a `fioscope capture` (its plan: the victim's paced job), so the same episode is also read where
+a person reads it: the Disk under load dashboard's cause row (its panel query, as Grafana asks it) and the capture's
+offline report (report.json and the rendered report.html, from the capture's own samples and the same rules).
 
 A wait above the disk and a write-back cliff run side by side under one more stack (see below the noisy neighbour):
 each named within 2 minutes of its onset, absent before it, nothing else named, its alert firing with the evidence
@@ -16,7 +19,10 @@ each named within 2 minutes of its onset, absent before it, nothing else named, 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import random
+import signal
 import subprocess
 import sys
 import time
@@ -24,10 +30,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers.cli import fioscope_command
+from helpers.dashboard_queries import substitute
 from helpers.lab import e2e_overrides, fio_in_cgroup, fio_job, lab_disks, lay_out, require_root_lab, started, stop_fio
 from helpers.native_stack import NativeStack
 from helpers.net import wait_for
+from helpers.paths import REPO, checkout_env
 from helpers.prometheus import PromClient
+from helpers.report_page import rendered
 from helpers.results import config_with_targets
 
 pytestmark = pytest.mark.e2e
@@ -55,6 +65,46 @@ def alert(prom: PromClient, name: str, device: str) -> dict | None:
     return None
 
 
+CAUSE_PANEL = ("disk-under-load.json", "Why is it slow: the cause per device")
+NEIGHBOUR_WORDS = "a noisy neighbour or the shared backend"  # the cause's plain words (fioscope_mixin.cause)
+
+
+def cause_row(prom: PromClient, device: str, start: float, end: float) -> set[str]:
+    """The states the Disk under load dashboard's cause row shows for ``device`` over [start, end]: its panel query as
+    Grafana asks it (variables filled in), its values read through the panel's own value mapping."""
+    board = json.loads((REPO / "dashboards" / CAUSE_PANEL[0]).read_text())
+    [panel] = [p for p in board["panels"] if p["title"] == CAUSE_PANEL[1]]
+    texts = {k: v["text"] for m in panel["fieldConfig"]["defaults"]["mappings"] for k, v in m["options"].items()}
+    expr = substitute(panel["targets"][0]["expr"], {"datasource": "", "host": ".*", "instance": ".*", "device": device,
+                                                    "__rate_interval": "1m"})
+    return {texts[str(int(float(v)))] for series in prom.query_range(expr, start, end, 15) for _, v in series["values"]}
+
+
+def stop_capture(capture: subprocess.Popen, timeout: float = 420) -> int:
+    """Ctrl-C a running `fioscope capture`: it stops its load and writes the report of what it captured (exit 130)."""
+    if capture.poll() is None:
+        capture.send_signal(signal.SIGINT)
+    try:
+        return capture.wait(timeout)
+    except subprocess.TimeoutExpired:
+        capture.kill()
+        return capture.wait(30)
+
+
+def bursty_neighbour(seconds: int, seed: int = 29) -> list[str]:
+    """The neighbour's job sections: random reads whose queue depth jumps at random (24, 48 or 96 every 2-6 s) for
+    ``seconds``. A neighbour that kept one queue would leave the victim one steady share of the shared cap: flat, which
+    is what a cap looks like (the capture's report named the provider's cap for it); a real neighbour's load comes
+    and goes, so the victim's rate varies (about 600, 375 or 215 of the 1.5x cap at its queue of 16)."""
+    rng, sections, spent = random.Random(seed), [], 0
+    while spent < seconds:
+        depth, length = rng.choice((24, 48, 96)), rng.randint(2, 6)
+        sections.append(f"[n{len(sections)}]\nrw=randread\nbs=4k\nsize=256m\niodepth={depth}\nruntime={length}\n"
+                        "stonewall\nfilename=n.dat")
+        spent += length
+    return sections
+
+
 def busy_share(device: str, job: Path) -> float:
     """The share of time ``device`` was busy (its util, from the kernel's io_ticks) while ``job`` ran."""
     stat = Path(f"/sys/block/{device}/stat")
@@ -76,8 +126,7 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
     with contextlib.ExitStack() as stack_of:
         up = stack_of.enter_context(lab_disks(tmp_path / "lab"))
         neighbour = up("healthy", "nn-neighbour")
-        neighbour_job = fio_job(tmp_path / "neighbour.fio", neighbour.mountpoint,
-                                ["[neighbour]\nrw=randread\nbs=4k\nsize=256m\niodepth=32\nruntime=600\nfilename=n.dat"])
+        neighbour_job = fio_job(tmp_path / "neighbour.fio", neighbour.mountpoint, bursty_neighbour(600))
         lay_out(neighbour_job)
         victim = up("read-capped", "nn-victim", read_iops=MAX_PACE * 3 // 2)
         assert victim.backing_device == neighbour.backing_device, "both backing files must share one device"
@@ -105,12 +154,19 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
         if Path("/proc/pressure/io").exists():  # node_exporter's pressure collector is on where the kernel has PSI
             wait_for(lambda: prom.value("fioscope:io_pressure_ratio") is not None, 90, interval=1, what="PSI recorded")
 
+        # the victim's load: a capture of its disk whose one phase is the paced job (runtime from the phase; its file is
+        # the calibration's, laid out)
         victim_job = fio_job(tmp_path / "victim.fio", victim.mountpoint,
-                             [f"[victim]\nrw=randread\nbs=4k\nsize=256m\niodepth=16\nrate_iops={pace}\nruntime=1200\nfilename=v.dat"])
-        lay_out(victim_job)
+                             [f"[victim]\nrw=randread\nbs=4k\nsize=256m\niodepth=16\nrate_iops={pace}\nruntime=${{RUNTIME}}\nfilename=v.dat"])
+        plan, bundle = tmp_path / "plan.yaml", tmp_path / "bundle"
+        plan.write_text(yaml.safe_dump({"phases": [{"job": str(victim_job), "duration": "30m"}]}))
+        capture_log, capture = tmp_path / "capture.log", None
         try:
             # the victim alone: its normal latency and the load it asks at it (the baseline needs unsaturated minutes)
-            loads.append(fio_in_cgroup(victim.cgroup, victim_job))
+            with capture_log.open("w") as log:
+                capture = subprocess.Popen(fioscope_command("capture", "--target.dir", victim.mountpoint, "--target.cgroup",
+                                                            victim.cgroup, "--plan", plan, "--output", bundle, "--device", dev),
+                                           stdout=log, stderr=subprocess.STDOUT, env=checkout_env())
             try:
                 wait_for(lambda: prom.value(f'fioscope:disk_await_baseline_seconds{{device="{dev}"}}') is not None, 300, interval=5,
                          what="the victim's normal await")
@@ -136,7 +192,9 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
             after = {k: prom.value(f'{k}{{device="{dev}"}}') for k in ("fioscope:disk_iops", "fioscope:disk_await_seconds",
                                                                         "fioscope:disk_queue_size")}
             fired = alert(prom, "FioscopeDiskCauseNoisyNeighbour", dev)
+            shown = cause_row(prom, dev, onset - 60, time.time())
         finally:
+            captured = stop_capture(capture) if capture else None
             for proc in loads:
                 stop_fio(proc)
         print(f"\n[noisy neighbour] victim {dev} before: {before}; during: {after}; causes named (s after onset): {seen}")
@@ -147,6 +205,23 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
         assert set(seen) == {"noisy_neighbour"}, f"other causes named for the victim: {seen}"
         assert fired, "FioscopeDiskCauseNoisyNeighbour did not fire"
         assert "no ceiling" in fired["annotations"]["description"] and "at its normal latency" in fired["annotations"]["description"]
+        # the dashboard's cause row: the neighbour, and no other cause, for the minute before onset and the episode
+        print(f"[noisy neighbour] the dashboard's cause row showed: {sorted(shown)}")
+        assert shown == {"not slow", "noisy neighbour"}, shown
+        # the capture's offline report of the same episode names the same cause, in report.json and on the page
+        assert captured == 130 and (bundle / "report.json").is_file(), f"capture exited {captured}: {capture_log.read_text()[-2000:]}"
+        report = json.loads((bundle / "report.json").read_text())
+        [device] = [d for d in report["devices"] if d["device"] == dev]
+        named = [e for e in device["cause_episodes"] if e["cause"] and not e["brief"]]
+        print(f"[noisy neighbour] the capture's report: {device['verdict']}; episodes: "
+              + "; ".join(f"{e['cause']} +{e['start'] - onset:.0f}..+{e['end'] - onset:.0f} s" for e in device["cause_episodes"]))
+        assert device["cause"] and device["cause"]["key"] == "noisy_neighbour", device["verdict"]
+        assert {e["cause"] for e in named} == {"noisy_neighbour"}, named
+        assert min(e["start"] for e in named) - onset <= NAMED_WITHIN + 15, named
+        assert f"slow because of {NEIGHBOUR_WORDS}" in device["verdict"] and "no ceiling" in device["verdict"], device["verdict"]
+        page = rendered(bundle, tmp_path)
+        [headline] = page.of("headline", device=dev)
+        assert f"slow because of {NEIGHBOUR_WORDS}" in headline["text"], headline["text"]
 
 
 # ---------------------------------------------------------------------------- a wait above the disk and a write-back cliff
