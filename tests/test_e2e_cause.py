@@ -552,3 +552,5 @@ def test_writeback_cliff(side_by_side):
     assert set(case["history"]) == {"writeback_cliff"}, f"other causes named: {figures}"
     assert fired, f"FioscopeDiskCauseWritebackCliff did not fire: {figures}"
     assert "write-back cliff" in fired["annotations"]["description"] and "its peak" in fired["annotations"]["description"]
+    # fio's own rate and peak, the cliff the page cache hides from the device (which writes at its cap throughout)
+    assert "; the fio job writes at " in fired["annotations"]["description"], fired["annotations"]["description"]

@@ -197,7 +197,7 @@ CASES = [
     Case("write-back cliff through the page cache onto a capped volume: fio writes 96 MiB/s, then 24 MiB/s",
          Device("c7", "vdb", window(capped_writeback, ONSET, EPISODE_END), discards=False), "writeback_cliff",
          fio=Fio(ONSET, EPISODE_END + 30, write_bw=lambda t: 96 * MIB if t < ONSET + 30 else 24 * MIB),
-         alert=(n.ALERT_DISK_CAUSE_WRITEBACK_CLIFF, "info"), phrase="Informational here",
+         alert=(n.ALERT_DISK_CAUSE_WRITEBACK_CLIFF, "info"), phrase="; the fio job writes at 24MiB/s (its peak in the last 10m: 96MiB/s)",
          note="the cap pages (FioscopeDiskThrottledUnderFioLoad), fio's cliff too: the cause alert is info"),
     Case("provider cap: 700 r/s + 300 w/s", Device("c8", "vdb", window(sc.iops_cap, ONSET, END)), "provider_cap",
          alert=(n.ALERT_DISK_CAUSE_PROVIDER_CAP, "info"), phrase="the provider's cap on the volume"),

@@ -233,13 +233,31 @@ CLIFF_PAGES = f"{CLIFF}\nunless {ON} {AT_PROVIDER_CEILING}\nunless {ON_DEVICE} {
 CLIFF_PAGED_ELSEWHERE = f"{CLIFF} and {ON} {AT_PROVIDER_CEILING}\nor {CLIFF} and {ON_DEVICE} {FIO_CLIFF}"
 
 
+# the write rate of the fio jobs running on the alert's device (host and device: fio's series have another instance)
+FIO_WRITING = ("sum(fio_bandwidth_bytes_per_second{%(clusterMatcher)sddir='write',host='%%s',device='%%s'} "
+               "and on (%(clusterLabels)shost, device, jobname) fio_run_running == 1)")
+FIO_WRITING_PEAK = FIO_WRITING.replace("sum(fio_bandwidth_bytes_per_second", "sum(max_over_time(fio_bandwidth_bytes_per_second") \
+    .replace("} and on", "}[%(writeCliffWindow)s]) and on")
+
+
+def _fio_value(expr: str) -> str:
+    return "{{ with printf \"" + expr + "\" %(clusterArg)s$labels.host $labels.device | query }}"
+
+
+# where a fio job writes to the device, its own rate and peak: the page cache's cliff is fio's (the device may write
+# at one steady rate throughout, the flusher's)
+FIO_WRITE_TEXT = (_fio_value(FIO_WRITING) + "; the fio job writes at {{ . | first | value | humanize1024 }}B/s"
+                  + _fio_value(FIO_WRITING_PEAK) + " (its peak in the last %(writeCliffWindow)s: "
+                  "{{ . | first | value | humanize1024 }}B/s){{ end }}{{ end }}")
+
+
 def cause_alerts() -> list[Alert]:
     """An alert per cause; each summary names its cause, each description gives the evidence."""
     cliff = _desc(
         "a write-back cliff", "the write rate is " + disk_value(n.DISK_WRITE_BYTES_PER_SECOND, "humanize1024")
         + "B/s on the device (its peak in the last %(writeCliffWindow)s: "
         + disk_value(n.DISK_WRITE_BYTES_PER_SECOND, "humanize1024", around="max_over_time(%s[%%(writeCliffWindow)s])")
-        + "B/s), and it or the fio job's own write rate fell below %(write_cliff_ratio)s x its peak; "
+        + "B/s)" + FIO_WRITE_TEXT + ", and it or the fio job's own write rate fell below %(write_cliff_ratio)s x its peak; "
         "w_await " + _dur(n.DISK_WRITE_AWAIT_SECONDS) + ", util " + UTIL,
         "A cache (the page cache, the device's write cache) absorbed the first writes; the rate now is what the disk "
         "sustains. Size for the sustained rate, not the burst.")
