@@ -119,7 +119,11 @@ NOISY_NEIGHBOUR = (f"{SLOW}\n"
                    f"and {ON} {n.DISK_IOPS} <= {ON} {ASKED % n.DISK_NORMAL_IOPS}\n"
                    f"and {ON} {n.DISK_IOPS} < {ON} {FELL % n.DISK_NORMAL_IOPS}\n"
                    f"and {ON} {n.DISK_BYTES_PER_SECOND} <= {ON} {ASKED % n.DISK_NORMAL_BYTES_PER_SECOND}\n"
-                   f"and {ON} avg_over_time({n.DISK_NORMAL_IOPS}[%(cause_demand_lookback)s]) >= %(throttle_min_iops)s")
+                   f"and {ON} avg_over_time({n.DISK_NORMAL_IOPS}[%(cause_demand_lookback)s]) >= %(throttle_min_iops)s\n"
+                   # loaded throughout the rate window, as the reference minutes are: a load that just began from idle
+                   # has its rate diluted by the idle scrapes while its queue already waits (a capture's overload
+                   # read as a neighbour for its first 30 s)
+                   f"and {ON} min_over_time({n.DISK_IOPS_IRATE}[%(rateWindow)s]) >= %(throttle_min_iops)s")
 
 # the application waits far longer than the device takes (fio's clat against the device's await), or the CPU is starved
 # (CPU pressure, steal) while the device serves a light load at its normal latency
