@@ -15,8 +15,16 @@ fault: it gets no cause. Thresholds: ``thresholds.cause`` in alerts/config.yaml.
 from __future__ import annotations
 
 from fioscope_mixin import names as n
-from fioscope_mixin.alerts import (CEILING_AFTER_STEP_DOWN, CEILING_AT_PEAK, HOST, LOCAL, ceiling_at_peak, device_query,
-                                   device_series, disk_value)
+from fioscope_mixin.alerts import (
+    CEILING_AFTER_STEP_DOWN,
+    CEILING_AT_PEAK,
+    HOST,
+    LOCAL,
+    ceiling_at_peak,
+    device_query,
+    device_series,
+    disk_value,
+)
 from fioscope_mixin.columns import IN_FLIGHT_SERIES
 from fioscope_mixin.rule import ON, Alert, Record, fmt, params
 
