@@ -93,17 +93,17 @@ FIO_ON_DEVICE = "on (%(clusterLabels)shost, device) fioscope:disk_fio_load"
 FIO_IN_WINDOW = "on (%(clusterLabels)shost, device) max_over_time(fioscope:disk_fio_load[%(window)s])"
 
 
-def _at_recent_peak(iops: str, bytes_: str) -> str:
+def _at_recent_peak(iops: str, bytes_: str, window: str = "%(window)s") -> str:
     """A ceiling is the most the device has done lately: the window's peak within the envelope's tolerance of the peak
     over peakLookback, of the IOPS or of the bytes/s (per scrape). A plateau under an earlier, higher rate is demand
     that fell, or a step-down (the burst alert's page)."""
     return "\n  or ".join(
-        f"max_over_time({rate}[%(window)s]) >= (1 - %(throttle_envelope_tolerance)s) * max_over_time({rate}[%(peakLookback)s])"
+        f"max_over_time({rate}[{window}]) >= (1 - %(throttle_envelope_tolerance)s) * max_over_time({rate}[%(peakLookback)s])"
         for rate in (iops, bytes_))
 
 
-def _direction_ceiling(iops_dim: str, bytes_dim: str) -> str:
-    return f'{n.DISK_CEILING}{{window="long",dimension=~"{iops_dim}|{bytes_dim}"}}'
+def _direction_ceiling(iops_dim: str, bytes_dim: str, window_name: str = "long") -> str:
+    return f'{n.DISK_CEILING}{{window="{window_name}",dimension=~"{iops_dim}|{bytes_dim}"}}'
 
 
 def _stepped_down(ddir: str) -> str:
@@ -113,10 +113,16 @@ def _stepped_down(ddir: str) -> str:
 # Each ceiling judged in its own direction (reads, writes, or all of them: as it is named): at its direction's recent
 # peak and not stepped down there. The other direction's rates do not enter: an independent client's reads that
 # fall 4x for a minute are neither a plateau under an earlier peak nor a step-down of a flat write cap.
-CEILING_AT_PEAK = "\nor ".join(
-    f"(\n  {_direction_ceiling(iops_dim, bytes_dim)}\n  and {ON} (\n  {_at_recent_peak(iops, bytes_)}\n  )\n"
-    f"  unless {ON} {_stepped_down(ddir)}\n)"
-    for ddir, iops_dim, bytes_dim, iops, bytes_ in PAIRS)
+def ceiling_at_peak(window_name: str = "long", window: str = "%(window)s", ceiling: str = "%s") -> str:
+    """Some direction's ceiling of ``window_name`` (``ceiling``: a function of its series) at its recent peak and not
+    stepped down there."""
+    return "\nor ".join(
+        f"(\n  {ceiling % _direction_ceiling(iops_dim, bytes_dim, window_name)}\n  and {ON} (\n  {_at_recent_peak(iops, bytes_, window)}\n  )\n"
+        f"  unless {ON} {_stepped_down(ddir)}\n)"
+        for ddir, iops_dim, bytes_dim, iops, bytes_ in PAIRS)
+
+
+CEILING_AT_PEAK = ceiling_at_peak()
 # a ceiling whose own direction stepped down (IOPS and bytes/s both fell: a request size that changes is none); one
 # alert per device whichever directions did, value the largest IOPS ratio
 CEILING_AFTER_STEP_DOWN = "max without (ddir) (\n  " + "\n  or ".join(
