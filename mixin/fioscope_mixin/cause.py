@@ -20,6 +20,7 @@ from fioscope_mixin.alerts import (
     CEILING_AT_PEAK,
     HOST,
     LOCAL,
+    ceiling_at_peak,
     device_query,
     device_series,
     disk_value,
@@ -82,13 +83,15 @@ def _held(window: str, span: str = "%(cause_hold)s", samples: str = "%(cause_min
 
 
 # the device at its provider's ceiling or its own, as the throttling alerts judge it: a ceiling in fio's window while fio
-# loads the device, held in every evaluation of the any-workload window (fio's window holds two scrapes at 15 s: a
-# neighbour's drifting share of a backend is flat in two now and then, and a capture on the lab's noisy neighbour named
-# the provider's cap for 15-30 s stretches, which broke the neighbour's episode), or in the any-workload window at the
-# most the device did lately (a plateau under an earlier, higher rate is demand, unless burst credits ran out: the
-# step-down; each in the ceiling's own direction), held min_samples evaluations within cause.hold (a healthy stream's
-# chance-flat minute flickers); and busy in the last scrape (the windows still hold a load that just stopped)
+# loads the device, or in the any-workload window, each at the most the device did lately (a plateau under an earlier,
+# higher rate is demand, unless burst credits ran out: the step-down; each in the ceiling's own direction); held
+# min_samples evaluations within cause.hold (a healthy stream's chance-flat minute flickers), and busy in the last scrape
+# (the windows still hold a load that just stopped). fio's window holds two scrapes at 15 s: a neighbour's drifting
+# share of a backend is flat in two now and then, under the rate the victim did before the neighbour came (a capture
+# on the lab's noisy neighbour named the provider's cap for 15-30 s stretches, which broke the neighbour's episode)
+SHORT_AT_PEAK = ceiling_at_peak("short", "%(fioWindow)s", ceiling="max_over_time(%s[%%(cause_hold)s])")
 CEILING = (f"(\n  {_held('short', '%(window)s', '%(windowSamples)s')} and on (%(clusterLabels)shost, device) {n.DISK_FIO_LOAD}\n"
+           f"    and {ON} (\n{SHORT_AT_PEAK}\nor {CEILING_AFTER_STEP_DOWN}\n  )\n"
            f"  or {_held('long')} and {ON} (\n{CEILING_AT_PEAK}\nor {CEILING_AFTER_STEP_DOWN}\n  )\n)\n"
            f"and {ON} {n.DISK_UTIL_RATIO_IRATE} >= %(throttle_util_min_ratio)s")
 
