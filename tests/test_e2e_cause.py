@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fioscope_mixin.cause import CAUSES
 from helpers.cli import fioscope_command
 from helpers.dashboard_queries import substitute
 from helpers.lab import e2e_overrides, fio_in_cgroup, fio_job, lab_disks, lay_out, require_root_lab, started, stop_fio
@@ -66,7 +67,7 @@ def alert(prom: PromClient, name: str, device: str) -> dict | None:
 
 
 CAUSE_PANEL = ("disk-under-load.json", "Why is it slow: the cause per device")
-NEIGHBOUR_WORDS = "a noisy neighbour or the shared backend"  # the cause's plain words (fioscope_mixin.cause)
+NEIGHBOUR_WORDS = dict(CAUSES)["noisy_neighbour"]  # the cause's plain words, as the report says them
 
 
 def cause_row(prom: PromClient, device: str, start: float, end: float) -> set[str]:

@@ -248,10 +248,16 @@ CLIFF_PAGED_ELSEWHERE = f"{CLIFF} and {ON} {AT_PROVIDER_CEILING}\nor {CLIFF} and
 
 
 # the write rate of the fio jobs running on the alert's device (host and device: fio's series have another instance)
-FIO_WRITING = ("sum(fio_bandwidth_bytes_per_second{%(clusterMatcher)sddir='write',host='%%s',device='%%s'} "
-               "and on (%(clusterLabels)shost, device, jobname) fio_run_running == 1)")
-FIO_WRITING_PEAK = FIO_WRITING.replace("sum(fio_bandwidth_bytes_per_second", "sum(max_over_time(fio_bandwidth_bytes_per_second") \
-    .replace("} and on", "}[%(writeCliffWindow)s]) and on")
+FIO_WRITE_RATE = "fio_bandwidth_bytes_per_second{%(clusterMatcher)sddir='write',host='%%s',device='%%s'}"
+
+
+def _fio_writing(rate: str) -> str:
+    """``rate`` (fio's write rate, or a function of it) summed over the fio jobs running on the device."""
+    return f"sum({rate} and on (%(clusterLabels)shost, device, jobname) fio_run_running == 1)"
+
+
+FIO_WRITING = _fio_writing(FIO_WRITE_RATE)
+FIO_WRITING_PEAK = _fio_writing(f"max_over_time({FIO_WRITE_RATE}[%(writeCliffWindow)s])")
 
 
 def _fio_value(expr: str) -> str:
