@@ -24,12 +24,13 @@ up-fleet: setup
 setup:
 	@scripts/setup.sh
 
+# a worker per core (pytest-xdist): most of a test's time is a real component starting or waiting
 test: setup
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest -n auto
 
 # real-component tests of 10 s or more (marked slow; CI runs them after `make test`)
 test-slow: setup
-	$(PYTHON) -m pytest -m slow
+	$(PYTHON) -m pytest -m slow -n auto
 
 e2e: setup
 	$(PYTHON) -m pytest -m e2e -s

@@ -11,8 +11,11 @@ from helpers import leaks
 from helpers.binaries import require
 from helpers.processes import Exporter
 
-# every process the suite starts inherits it: what helpers.leaks finds a left-behind process by
+# every process the suite starts inherits it: what helpers.leaks finds a left-behind process by; one per xdist worker
+# (workers inherit the controller's environment, and each checks only what its own tests started)
 SESSION_TOKEN = os.environ.setdefault(leaks.TOKEN_VAR, uuid.uuid4().hex)
+if (_worker := os.environ.get("PYTEST_XDIST_WORKER")) and not SESSION_TOKEN.endswith(f"-{_worker}"):
+    SESSION_TOKEN = os.environ[leaks.TOKEN_VAR] = f"{SESSION_TOKEN}-{_worker}"
 
 
 def pytest_configure(config):

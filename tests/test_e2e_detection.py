@@ -21,7 +21,7 @@ import pytest
 from helpers.cli import fioscope
 from helpers.lab import require_root_lab
 from helpers.net import wait_for
-from helpers.scenarios import Run, Scenario, once_paged
+from helpers.scenarios import Run, Scenario, once_paged, timeline
 
 pytestmark = pytest.mark.e2e
 
@@ -101,7 +101,7 @@ def test_cap_fires_its_alert_naming_the_ceiling(scenario_lab, scenario):
     hit = run.first_page("5s", (alert,))
     report(shape, run.start, hit)
     description = hit[1]["annotations"]["description"] if hit else ""
-    assert hit, f"no {alert} on {run.disk.device_name} in {WAIT} s"
+    assert hit, f"no {alert} on {run.disk.device_name} in {WAIT} s\n{timeline(run, '5s')}"
     assert must in description and must_not not in description, description
     assert not others(run, alert), "one cap, one page"
     if kind == "burst-then-cap":
@@ -116,7 +116,7 @@ def test_healthy_controls_stay_silent(scenario_lab, scenario):
     pages = run.pages("5s", THROTTLE, run.start, run.end + 5)
     iops = run.stacks["5s"].prom.value(f'max_over_time(fioscope:disk_iops{{device="{run.disk.device_name}"}}[2m])', at=run.end) or 0.0
     report(f"healthy control: {scenario.removeprefix('detection control: ')}", run.start, pages[0] if pages else None)
-    assert not pages, pages
+    assert not pages, f"{pages}\n{timeline(run, '5s')}"
     assert iops > 100, "the control was not loaded"
 
 

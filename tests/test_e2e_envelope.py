@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import pytest
 from fioscope_mixin.units import parse_duration
 from helpers.prometheus import PromClient
-from helpers.scenarios import Scenario, as_long_as, once_paged, twin_of
+from helpers.scenarios import Scenario, as_long_as, once_paged, timeline, twin_of
 
 pytestmark = pytest.mark.e2e
 
@@ -112,7 +112,7 @@ def test_capped_disk_pages_naming_its_ceilings_and_its_twin_stays_silent(scenari
         f"FioscopeDiskThrottled firing {fired - start:.0f} s after load start, at the webhook {hit[0] - start:.0f} s: {description}"
         if hit and fired else "no FioscopeDiskThrottled") + f" | twin ({twin.end - twin.start:.0f} s of the same load): "
         f"{', '.join(twin_pages) or 'silent'}")
-    assert hit and fired, f"{shape} at {interval}: no FioscopeDiskThrottled on {capped.disk.device_name} in {capped.end - start:.0f} s"
+    assert hit and fired, f"{shape} at {interval}: no FioscopeDiskThrottled on {capped.disk.device_name} in {capped.end - start:.0f} s\n{timeline(capped, interval)}"
     # the alert within two minutes; the page after Alertmanager's group_wait (the evaluation interval) more
     assert fired - start <= DEADLINE, f"firing {fired - start:.0f} s after load start: {description}"
     assert hit[0] - start <= DEADLINE + group_wait, f"{hit[0] - start:.0f} s to the webhook: {description}"

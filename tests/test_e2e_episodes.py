@@ -15,7 +15,7 @@ import os
 import random
 
 import pytest
-from helpers.scenarios import Scenario, episodes, firing_samples, once_paged
+from helpers.scenarios import Scenario, episodes, firing_samples, once_paged, timeline
 
 pytestmark = pytest.mark.e2e
 
@@ -78,7 +78,7 @@ def test_a_cap_under_a_varying_load_is_one_alert_until_the_load_stops(scenario_l
               f"{len(runs)} separate firing(s) {[(round(a - run.start), round(b - run.start)) for a, b in runs]}, "
               f"{len(activations)} activation(s) in ALERTS_FOR_STATE, {len(notified)} distinct startsAt at the webhook"
               if first else "FioscopeDiskThrottled never fired"))
-    assert first, f"no FioscopeDiskThrottled on {device} in {run.end - run.start:.0f} s"
+    assert first, f"no FioscopeDiskThrottled on {device} in {run.end - run.start:.0f} s\n{timeline(run, '15s')}"
     assert first - run.start <= DEADLINE, f"first firing {first - run.start:.0f} s after load start"
     assert len(runs) == 1, f"resolved and fired again: {len(runs)} firings"
     assert runs[0][1] >= run.end - 30, f"resolved {run.end - runs[0][1]:.0f} s before the load stopped"
@@ -113,5 +113,5 @@ def test_a_stalled_disk_is_a_critical_stall_alert(scenario_lab, scenario):
              f"{hit[1]['annotations'].get('description')}" if hit else f"; no {STALL}") + f"; other alerts: {others or 'none'}")
     # the lab disk is a stall: a queue held, almost nothing completing
     assert (kernel["in flight (node_disk_io_now)"] or 0) >= 16 and (kernel["r/s"] or 0) <= 3, kernel
-    assert hit, f"no {STALL} on {device} in {run.end - run.start:.0f} s"
+    assert hit, f"no {STALL} on {device} in {run.end - run.start:.0f} s\n{timeline(run, '15s')}"
     assert hit[1]["labels"].get("severity") == "critical", hit[1]["labels"]

@@ -320,3 +320,48 @@ def episodes(instants: list[float], step: float) -> list[tuple[float, float]]:
         else:
             out.append((t, t))
     return out
+
+
+# -- why a scenario did not page
+
+def timeline(run: Run, interval: str, step: float = 15) -> str:
+    """The device's figures over the run, one column per ``step``: what a test prints when an alert it waited for never
+    came (a CI failure explains itself: a cap that never bound, scrapes missed, a rule group late, a verdict's guard)."""
+    prom = run.stacks[interval].prom
+    device = run.disk.device_name
+    dev = f'device="{device}"'
+    start, end = run.start or 0.0, (run.end or time.time()) + step
+    rows = {
+        "r/s": f"fioscope:disk_read_iops:irate{{{dev}}}",
+        "w/s": f"fioscope:disk_write_iops:irate{{{dev}}}",
+        "util": f"fioscope:disk_util_ratio{{{dev}}}",
+        "aqu-sz": f"fioscope:disk_queue_size{{{dev}}}",
+        "await ms": f"1000 * fioscope:disk_await_seconds{{{dev}}}",
+        "ceil long": f'count(fioscope:disk_ceiling{{window="long",{dev}}})',
+        "ceil short": f'count(fioscope:disk_ceiling{{window="short",{dev}}})',
+        "ceil below": f"count(fioscope:disk_ceiling_below{{{dev}}})",
+        "step-down": f"count(fioscope:disk_step_down_ratio{{{dev}}})",
+        "physical": f"count(fioscope:disk_physical_device{{{dev}}})",
+        "fio load": f"count(fioscope:disk_fio_load{{{dev}}})",
+        "pending": f'count(ALERTS{{alertstate="pending",{dev}}})',
+        "firing": f'count(ALERTS{{alertstate="firing",{dev}}})',
+        "samples/m": f"count_over_time(node_disk_reads_completed_total{{{dev}}}[1m])",
+        "scrape s": "max(scrape_duration_seconds)",
+        "rules s": "max(prometheus_rule_group_last_duration_seconds)",
+        "missed": "sum(prometheus_rule_group_iterations_missed_total)",
+    }
+    times = [start + i * step for i in range(int((end - start) // step) + 1)]
+    lines = [f"{device} from load start, every {step:g} s (blank: no sample):",
+             f"{'':>11}" + "".join(f"{t - start:>7.0f}" for t in times)]
+    for label, expr in rows.items():
+        try:
+            series = prom.query_range(expr, start, end, step)
+        except Exception as exc:  # noqa: BLE001 - a diagnostic must not hide the failure it explains
+            lines.append(f"{label:>11} (query failed: {exc})")
+            continue
+        values = {round(float(t) - start): float(v) for one in series[:1] for t, v in one["values"]}
+        lines.append(f"{label:>11}" + "".join(f"{values[round(t - start)]:>7.3g}" if round(t - start) in values else f"{'':>7}"
+                                             for t in times))
+    firing = sorted({a["labels"]["alertname"] for a in prom.query(f'ALERTS{{{dev}}}', at=end)})
+    lines.append(f"alerts at the end: {', '.join(firing) or 'none'}")
+    return "\n".join(lines)
