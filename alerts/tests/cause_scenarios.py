@@ -422,6 +422,9 @@ VALUES = {"promql_expr_test_extra": [
     # the capped device: 256 ms against its normal of 1 ms
     {"expr": f'round({n.DISK_SLOW_AWAIT_RATIO}{{host="c8"}})', "eval_time": AT,
      "exp_samples": [{"labels": '{device="vdb", host="c8", instance="c8:9100", job="node"}', "value": 256}]},
+    # ... at its ceiling, recorded once for the provider-cap and device-max causes; the noisy neighbour's victim at none
+    {"expr": f'{n.DISK_CAUSE_CEILING}{{host=~"c8|c1"}}', "eval_time": AT,
+     "exp_samples": [{"labels": f'{n.DISK_CAUSE_CEILING}{{device="vdb", host="c8", instance="c8:9100", job="node"}}', "value": 1}]},
     # the paced victim's demand at normal latency: 1,500 reads/s of 4 KiB
     {"expr": f'round({n.DISK_NORMAL_IOPS}{{host="c2"}}, 100)', "eval_time": duration(ONSET - 60),
      "exp_samples": [{"labels": '{device="vdb", host="c2", instance="c2:9100", job="node"}', "value": 1500}]},

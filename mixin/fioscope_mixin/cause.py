@@ -148,8 +148,10 @@ WAIT_ABOVE_DISK = (f"{n.DISK_IOPS}\nand {ON} (\n"
 CONDITIONS = {
     "stall": n.DISK_STALL_IN_FLIGHT,
     "writeback_cliff": WRITEBACK_CLIFF,
-    "provider_cap": f"{CEILING}\nunless {LOCAL}",
-    "device_max": f"{CEILING}\nand {LOCAL}",
+    # the ceiling recorded once (n.DISK_CAUSE_CEILING, just before the causes): the most costly test of the group, which
+    # both read
+    "provider_cap": f"{n.DISK_CAUSE_CEILING}\nunless {LOCAL}",
+    "device_max": f"{n.DISK_CAUSE_CEILING}\nand {LOCAL}",
     "noisy_neighbour": NOISY_NEIGHBOUR,
     "wait_above_disk": WAIT_ABOVE_DISK,
 }
@@ -167,6 +169,7 @@ def cause_records() -> list[Record]:
                                         '  fio_run_latency_seconds{%(fioSelector)s,stage="clat",quantile="0.5",ddir=~"read|write"}\n'
                                         f"  and {FIO_RUNNING}\n)")),
         Record(n.DISK_STALL_IN_FLIGHT, STALLED),
+        Record(n.DISK_CAUSE_CEILING, _unit(CEILING)),
     ]
     causes = []
     for cause, _ in CAUSES:
