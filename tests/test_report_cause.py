@@ -181,3 +181,59 @@ def test_an_undecided_episode_at_the_throttling_checks_ceiling_is_never_load():
     at_ceiling = found.verdict("vm", "loop0", [(130.0, 144.0)])
     assert at_ceiling.startswith("slow at the ceiling named above (await 101 ms") and "not a fault" not in at_ceiling
     assert found.verdict("vm", "loop0", [(150.0, 200.0)]).endswith("load, not a fault")  # a ceiling after the episode
+
+
+def starved_capture(tmp: Path) -> tuple[Path, Path, float]:
+    """An iostat capture of vdb serving a light paced read (50 reads/s at 0.2 ms, 1 % busy) for 30 minutes, and the
+    results of the two fio runs that were that read: a calm one before ONSET (median completion 0.3 ms) and one from
+    ONSET to EPISODE_END whose median completion is 20 ms, its CPU taken by a hog (the lab's CPU-hog setup): the device
+    answers as fast as before, the application waits above it. Returns (iostat file, results directory, capture start)."""
+    start = dt.datetime(2026, 11, 22, 20, 0, tzinfo=dt.UTC)
+    stats = [{"timestamp": (start + dt.timedelta(seconds=t)).strftime("%Y-%m-%dT%H:%M:%S+0000"),
+              "avg-cpu": {"user": 50.0, "nice": 0.0, "system": 2.0, "iowait": 0.5, "steal": 0.0, "idle": 47.5},
+              "disk": [disk("vdb", 50.0, 0.2, 1.0)]} for t in range(0, END, 5)]
+    host = {"nodename": "vm", "sysname": "Linux", "release": "6.1", "machine": "x86_64", "number-of-cpus": 2, "date": "2026-11-22",
+            "statistics": stats}
+    iostat = tmp / "iostat.json"
+    iostat.write_text(json.dumps({"sysstat": {"hosts": [host]}}))
+    results = tmp / "results"
+    results.mkdir()
+    fixture = json.loads((Path(__file__).parents[2] / "shared" / "fio-outputs" / "fio-3.33" / "randrw.json").read_text())
+    for stem, begin, end, median in (("calm", 60, ONSET - 60, 0.0003), ("starved", ONSET, EPISODE_END, 0.020)):
+        doc = json.loads(json.dumps(fixture))
+        doc["timestamp"], doc["timestamp_ms"] = int(start.timestamp()) + end, (int(start.timestamp()) + end) * 1000
+        [job] = doc["jobs"]
+        job["job_runtime"], job["elapsed"] = (end - begin) * 1000, end - begin
+        job["job options"] = {**job["job options"], "rate_iops": "50", "runtime": str(end - begin)}
+        for ddir in ("read", "write"):
+            percentiles = job[ddir]["clat_ns"]["percentile"]
+            for quantile in percentiles:
+                percentiles[quantile] = int(median * 1e9 * max(1.0, float(quantile) / 50))  # the median exactly
+        doc["fioscope"] = {"schema": 1, "target": "app", "device": "vdb", "profile": stem}
+        (results / f"{stem}.json").write_text(json.dumps(doc))
+    return iostat, results, start.timestamp()
+
+
+@pytest.mark.slow
+def test_a_capture_whose_fio_waits_above_an_idle_disk_names_a_wait_above_the_disk(tmp_path):
+    """The offline report reads fio's median completion latency while each run ran, as the exporter's live figures give
+    it: a starved application over a disk at its normal latency is a wait above the disk, in report.json and on the page;
+    the calm run before names nothing."""
+    from helpers.cli import fioscope
+    from helpers.report_page import rendered
+
+    iostat, results, start = starved_capture(tmp_path)
+    out = tmp_path / "report"
+    proc = fioscope("report", "--iostat", str(iostat), "--results", str(results), "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    vdb = _device(json.loads((out / "report.json").read_text()), "vdb")
+    assert vdb["cause"] is not None and vdb["cause"]["key"] == "wait_above_disk", vdb["verdict"]
+    named = [e for e in vdb["cause_episodes"] if e["cause"] and not e["brief"]]
+    assert {e["cause"] for e in named} == {"wait_above_disk"}, named
+    assert all(ONSET <= e["start"] - start and e["end"] - start <= EPISODE_END + 90 for e in named), named
+    assert min(e["start"] for e in named) - start <= ONSET + 120, named
+    # the evidence: what waited (fio's median, 20 ms) against the device's answer (200 µs, its normal)
+    assert "fio's median completion latency 20 ms against the device's await 200 µs" in vdb["verdict"], vdb["verdict"]
+    assert all(abs(e["fio_clat_p50_seconds"] - 0.020) < 0.001 for e in named), named
+    [headline] = rendered(out, tmp_path).of("headline", device="vdb")
+    assert vdb["cause"]["label"] in headline["text"], headline["text"]

@@ -33,7 +33,8 @@ EVIDENCE = [(IN_FLIGHT_SERIES, "the requests in flight (a stall)"),
             ("node_pressure_cpu_waiting_seconds_total", "the CPU pressure (a wait above the disk; CPU steal is read)")]
 # report.json's evidence figures of an episode: recorded series, read as recorded (a backfilled series has no staleness
 # marker: a range query would repeat its last value for 5 minutes past its end)
-RECORDED = {"await_seconds": n.DISK_AWAIT_SECONDS, "normal_await_seconds": n.DISK_AWAIT_BASELINE_SECONDS, "iops": n.DISK_IOPS}
+RECORDED = {"await_seconds": n.DISK_AWAIT_SECONDS, "normal_await_seconds": n.DISK_AWAIT_BASELINE_SECONDS, "iops": n.DISK_IOPS,
+            "fio_clat_p50_seconds": n.FIO_CLAT_P50_SECONDS}
 NORMAL_IOPS = f"avg_over_time({n.DISK_NORMAL_IOPS}{{sel}}[{{lookback}}])"  # the rule's reference load, evaluated
 
 
@@ -52,9 +53,13 @@ class CauseEpisode:
         return LABELS[self.cause] if self.cause else "not decided"
 
     def evidence(self) -> str:
-        """'await 9.4 ms, 6.3x its normal of 1.5 ms, at 1,480 IO/s against the 4,000 IO/s it carried at its normal latency'."""
+        """'await 9.4 ms, 6.3x its normal of 1.5 ms, at 1,480 IO/s against the 4,000 IO/s it carried at its normal latency'
+        (a wait above the disk: "fio's median completion latency 20 ms against the device's await 200 µs, ...")."""
         f = self.figures
         text = f"await {humanize.latency(f.get('await_seconds'))}"
+        if self.cause == "wait_above_disk" and (clat := f.get("fio_clat_p50_seconds")):
+            # what waited: fio's completions, far above the device's answer
+            text = f"fio's median completion latency {humanize.latency(clat)} against the device's {text}"
         if normal := f.get("normal_await_seconds"):
             text += f", {f.get('await_seconds', 0.0) / normal:.1f}x its normal of {humanize.latency(normal)}"
         if "iops" in f:

@@ -193,6 +193,13 @@ def fio_series(runs: list[FioRun], host: str, start: float, end: float,
         for ddir, p99 in run.clat_p99.items():
             clat_series = _labels(**base, ddir=ddir, stage="clat", quantile="0.99")
             out.setdefault("fio_run_latency_seconds", {})[clat_series] = [(t, p99) for t in after]
+        # the run's median completion latency while it runs, as the exporter's live figures give it (from the final
+        # result, not a live one): what the wait-above-disk cause compares with the device's await
+        during = [t for t in times if run.start <= t <= run.end]
+        for ddir, p50 in run.clat_p50.items():
+            median_series = _labels(**base, ddir=ddir, stage="clat", quantile="0.5")
+            medians = out.setdefault("fio_run_latency_seconds", {}).setdefault(median_series, [])
+            medians[:] = sorted([*medians, *((t, p50) for t in during)])
         if run.sla_seconds:
             out.setdefault("fio_sla_latency_seconds", {})[_labels(**base)] = [(t, run.sla_seconds) for t in after]
         if run.fsync_p99 is not None:

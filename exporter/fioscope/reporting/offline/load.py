@@ -328,6 +328,7 @@ class FioRun:
     asked: str = ""  # rate_iops, where the job paced itself
     profile: str = ""
     failed: str = ""  # the runner's failure note, or fio's job error
+    clat_p50: dict[str, float] = field(default_factory=dict)  # ddir -> seconds: the median the wait-above-disk cause reads
 
     def window(self, host: str = "") -> RunWindow:
         return RunWindow(self.jobname, self.start, self.end, self.device, host, self.profile, self.target, self.iops, self.asked,
@@ -344,15 +345,18 @@ def load_fio_runs(directory: str | None) -> list[FioRun]:
         note = run.annotation
         for job in run.jobs:
             clat: dict[str, float] = {}
+            median: dict[str, float] = {}
             for ddir in ("read", "write", "trim"):
-                p99 = job.percentile(ddir, "clat") if ddir in job.directions and job.directions[ddir].total_ios else None
-                if p99 is not None:
-                    clat[ddir] = p99
+                if ddir not in job.directions or not job.directions[ddir].total_ios:
+                    continue
+                for into, quantile in ((clat, "0.99"), (median, "0.5")):
+                    if (value := job.percentile(ddir, "clat", quantile)) is not None:
+                        into[ddir] = value
             runs.append(FioRun(job.jobname, note.target, note.device, run.start_timestamp, run.end_timestamp,
                                job.percentile("sync", "lat"), note.limits.as_dict() if note.limits else {},
                                clat, note.sla_latency_seconds, job.total_iops, job.options.get("rate_iops", ""),
                                note.profile or Path(run.source).stem,
-                               note.failed or (f"fio error {job.error} in {job.jobname}" if job.error else "")))
+                               note.failed or (f"fio error {job.error} in {job.jobname}" if job.error else ""), median))
     return runs
 
 
