@@ -13,7 +13,9 @@ offline report (report.json and the rendered report.html, from the capture's own
 
 A wait above the disk and a write-back cliff run side by side under one more stack (see below the noisy neighbour):
 each named within 2 minutes of its onset, absent before it, nothing else named, its alert firing with the evidence
-(opt-in: FIOSCOPE_E2E_CAUSE_LAB=1; proven on one machine so far).
+(opt-in: FIOSCOPE_E2E_CAUSE_LAB=1; proven on one machine so far). So is a `fioscope capture` on the CPU-hog setup: the
+stack names the wait from the kernel's CPU pressure (alert, dashboard row), the capture's report from fio's median
+completion latency against the device's await.
 """
 
 from __future__ import annotations
@@ -556,3 +558,95 @@ def test_writeback_cliff(side_by_side):
     assert "write-back cliff" in fired["annotations"]["description"] and "its peak" in fired["annotations"]["description"]
     # fio's own rate and peak, the cliff the page cache hides from the device (which writes at its cap throughout)
     assert "; the fio job writes at " in fired["annotations"]["description"], fired["annotations"]["description"]
+
+
+# ---------------------------------------------------------------------------- a capture on the CPU-hog setup
+HOG_CALM = 60  # seconds of the capture's first phase: the light read alone
+HOG_STARVED = 210  # ... of its second, the hog on the read's CPU: named within NAMED_WITHIN, the alert's `for`, a margin
+WAIT_WORDS = dict(CAUSES)["wait_above_disk"]
+
+
+def test_capture_on_a_cpu_hog_names_a_wait_above_the_disk(tmp_path: Path):
+    """`fioscope capture` of a light paced read pinned to the last CPU: a calm phase, then busy processes of a heavy cpu
+    cgroup take that CPU for the second. The stack watching the host names a wait above the disk from the kernel's CPU
+    pressure (its CPU route: the disk idle at its normal latency while tasks wait for a CPU), on its alert and the
+    dashboard's cause row; the capture's offline report names it from fio's median completion latency against the
+    device's await (its fio route: an iostat capture holds no CPU pressure). Nothing is named in the calm phase."""
+    require_root_lab()
+    if not os.environ.get("FIOSCOPE_E2E_CAUSE_LAB"):
+        pytest.skip("the CPU-hog capture: FIOSCOPE_E2E_CAUSE_LAB=1 runs it (about 5 minutes)")
+    from fioscope import lab
+
+    if lab.cgroup_version() != 1 or not Path("/sys/fs/cgroup/cpu/cpu.shares").exists() or (os.cpu_count() or 1) < 2:
+        pytest.skip("needs cgroup v1 cpu (the hog's weight) and two CPUs (one hogged)")
+    if not Path("/proc/pressure/cpu").exists():
+        pytest.skip("needs the kernel's CPU pressure (PSI) for the stack's CPU route")
+    hog_cpu = (os.cpu_count() or 2) - 1
+    with contextlib.ExitStack() as es:
+        up = es.enter_context(lab_disks(tmp_path / "lab"))
+        disk = up("healthy", "hg-wait")
+        dev = disk.device_name
+        config = config_with_targets(tmp_path / "fioscope.yaml", [{"name": "wait", "directory": disk.mountpoint}])
+        stack = es.enter_context(started(NativeStack(tmp_path / "stack", e2e_overrides(
+            rate_window="1m", extra=["stack.alertmanager_group_interval=5s"], scrape_interval=SCRAPE), fioscope_config=config)))
+        prom = PromClient(stack.url("prometheus"))
+        wait_for(lambda: prom.value(f'node_disk_reads_completed_total{{device="{dev}"}}') is not None, 90, interval=1,
+                 what="node_exporter scraped")
+        wait_for(lambda: prom.value("fioscope:cpu_pressure_ratio") is not None, 90, interval=1, what="CPU pressure recorded")
+        light = (f"ioengine=psync\nrw=randread\nbs=4k\nsize=64m\nrate_iops={WAIT_RATE}\nfilename=wait.dat\n"
+                 f"cpus_allowed={hog_cpu}\nruntime=${{RUNTIME}}")
+        calm = fio_job(tmp_path / "calm.fio", disk.mountpoint, ["[calm]"], global_opts=light)
+        starved = fio_job(tmp_path / "starved.fio", disk.mountpoint, ["[starved]"], global_opts=light)
+        plan, bundle, log_path = tmp_path / "plan.yaml", tmp_path / "bundle", tmp_path / "capture.log"
+        plan.write_text(yaml.safe_dump({"phases": [{"job": str(calm), "duration": f"{HOG_CALM}s"},
+                                                   {"job": str(starved), "duration": f"{HOG_STARVED}s"}]}))
+        with log_path.open("w") as log:
+            capture = subprocess.Popen(fioscope_command("capture", "--target.dir", disk.mountpoint, "--plan", plan,
+                                                        "--output", bundle, "--device", dev),
+                                       stdout=log, stderr=subprocess.STDOUT, env=checkout_env())
+        hog = contextlib.ExitStack()
+        es.callback(hog.close)
+        try:
+            wait_for(lambda: "[1/2]" in log_path.read_text(), 180, interval=1, what="the capture's calm phase")
+            calm_start = time.time()
+            wait_for(lambda: "[2/2]" in log_path.read_text(), HOG_CALM + 60, interval=0.5, what="the capture's second phase")
+            onset = hog.enter_context(cpu_hog(hog_cpu, HOGS))
+            seen: dict[str, float] = {}
+            fired = None
+            while capture.poll() is None and time.time() - onset < HOG_STARVED + 120:
+                for cause in causes(prom, dev):
+                    seen.setdefault(cause, time.time() - onset)
+                fired = fired or alert(prom, "FioscopeDiskCauseWaitAboveDisk", dev)
+                time.sleep(5)
+            end = time.time()
+            hog.close()
+            shown = cause_row(prom, dev, calm_start, end)
+            exited = capture.wait(60) if capture.poll() is None else capture.returncode
+        finally:
+            if capture.poll() is None:
+                stop_capture(capture)
+        before = cause_history(prom, dev, calm_start, onset)
+        pressure = values_between(prom, "fioscope:cpu_pressure_ratio", onset, end)
+    print(f"\n[CPU-hog capture] {dev}: live causes (s after the hog): {seen}; named in the calm phase: {sorted(before)}; "
+          f"CPU pressure under the hog {spread(pressure, 100, ' %')}; the dashboard's cause row: {sorted(shown)}")
+    if fired:
+        print(f"[CPU-hog capture] {fired['annotations']['summary']}: {fired['annotations']['description']}")
+    assert not before, f"named in the calm phase: {before}"
+    assert "wait_above_disk" in seen, f"no wait above the disk named live (named: {seen})"
+    assert seen["wait_above_disk"] <= NAMED_WITHIN, f"named {seen['wait_above_disk']:.0f} s after the hog"
+    assert set(seen) == {"wait_above_disk"}, f"other causes named live: {seen}"
+    assert fired, "FioscopeDiskCauseWaitAboveDisk did not fire"
+    assert "CPU pressure" in fired["annotations"]["description"], fired["annotations"]["description"]
+    assert shown == {"not slow", "wait above the disk"}, shown
+    # the capture's own report: the same episode from its samples and fio's results
+    assert exited == 0 and (bundle / "report.json").is_file(), f"capture exited {exited}: {log_path.read_text()[-2000:]}"
+    [device] = [d for d in json.loads((bundle / "report.json").read_text())["devices"] if d["device"] == dev]
+    named = [e for e in device["cause_episodes"] if e["cause"] and not e["brief"]]
+    print(f"[CPU-hog capture] the capture's report: {device['verdict']}; episodes: "
+          + "; ".join(f"{e['cause']} +{e['start'] - onset:.0f}..+{e['end'] - onset:.0f} s" for e in device["cause_episodes"]))
+    assert device["cause"] and device["cause"]["key"] == "wait_above_disk", device["verdict"]
+    assert {e["cause"] for e in named} == {"wait_above_disk"}, named
+    assert min(e["start"] for e in named) >= onset - 15, f"named before the hog: {named}"
+    assert f"slow because of {WAIT_WORDS}: fio's median completion latency" in device["verdict"], device["verdict"]
+    [headline] = rendered(bundle, tmp_path).of("headline", device=dev)
+    assert f"slow because of {WAIT_WORDS}" in headline["text"], headline["text"]
