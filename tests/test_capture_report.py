@@ -88,6 +88,10 @@ def capture_results(directory: Path) -> None:
         doc["fioscope"]["profile"] = "cloud-sla-70-30"
         [job] = doc["jobs"]
         job["jobname"], job["elapsed"], job["job_runtime"] = "cloud-sla-70-30", int(end - start), int((end - start) * 1000)
+        if rate == (700, 300):  # met at the device's 0.2 ms: the fixture's percentiles are the overload's (600 ms median)
+            clat = job["read"]["clat_ns"]
+            scale = 200_000 / clat["percentile"]["50.000000"]
+            clat["percentile"] = {q: int(v * scale) for q, v in clat["percentile"].items()}
         job["write"]["clat_ns"] = job["read"]["clat_ns"]
         job["job options"] = {"rw": "randrw", "bs": "4k", "iodepth": "256", "rate_iops": f"{rate[0]},{rate[1]}"}
         delivered = rate if rate == (700, 300) else CAP

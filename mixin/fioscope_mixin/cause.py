@@ -137,9 +137,15 @@ NOISY_NEIGHBOUR = (f"{SLOW}\n"
 # (CPU pressure, steal) while the device serves a light load at its normal latency
 CLAT = f"{ON_DEVICE} group_left () {n.FIO_CLAT_P50_SECONDS}"
 CPU_STARVED = f"({n.CPU_PRESSURE_RATIO} >= %(cause_cpu_pressure_ratio)s or {n.CPU_STEAL_RATIO} >= %(cause_steal_ratio)s)"
+# fio's route only where the device is not busy enough for a ceiling (the throttling checks' util, in the last scrape:
+# the rate window's lags a load that just began at a cap): a queue held above a saturated device (a cgroup's I/O
+# throttle in the guest, fio's own queue at a cap) also waits far longer than the device's await, and that is the
+# ceiling's story (an offline capture of a capped lab disk, fio asking twice its cap: fio's median 600 ms, r_await
+# 130 ms, util 100 %)
 WAIT_ABOVE_DISK = (f"{n.DISK_IOPS}\nand {ON} (\n"
                    f"  %(cause_wait_factor)s * {n.DISK_AWAIT_SECONDS} < {CLAT}\n"
                    f"  and %(cause_wait_min_seconds)s + {n.DISK_AWAIT_SECONDS} < {CLAT}\n"
+                   f"  and {ON} {n.DISK_UTIL_RATIO_IRATE} < %(throttle_util_min_ratio)s\n"
                    f"  or {n.DISK_IOPS} >= %(throttle_min_iops)s\n"
                    f"    and {ON} {n.DISK_UTIL_RATIO} < %(cause_idle_util_ratio)s\n"
                    f"    unless {ON} {SLOW}\n"
