@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+from helpers.paths import FIO_OUTPUTS
 
 ONSET, EPISODE_END, END = 20 * 60, 30 * 60, 36 * 60  # seconds into the capture
 
@@ -198,7 +199,7 @@ def starved_capture(tmp: Path) -> tuple[Path, Path, float]:
     iostat.write_text(json.dumps({"sysstat": {"hosts": [host]}}))
     results = tmp / "results"
     results.mkdir()
-    fixture = json.loads((Path(__file__).parents[2] / "shared" / "fio-outputs" / "fio-3.33" / "randrw.json").read_text())
+    fixture = json.loads((FIO_OUTPUTS / "fio-3.33" / "randrw.json").read_text())
     for stem, begin, end, median in (("calm", 60, ONSET - 60, 0.0003), ("starved", ONSET, EPISODE_END, 0.020)):
         doc = json.loads(json.dumps(fixture))
         doc["timestamp"], doc["timestamp_ms"] = int(start.timestamp()) + end, (int(start.timestamp()) + end) * 1000

@@ -362,6 +362,9 @@ def timeline(run: Run, interval: str, step: float = 15) -> str:
         values = {round(float(t) - start): float(v) for one in series[:1] for t, v in one["values"]}
         lines.append(f"{label:>11}" + "".join(f"{values[round(t - start)]:>7.3g}" if round(t - start) in values else f"{'':>7}"
                                              for t in times))
-    firing = sorted({a["labels"]["alertname"] for a in prom.query(f'ALERTS{{{dev}}}', at=end)})
-    lines.append(f"alerts at the end: {', '.join(firing) or 'none'}")
+    try:
+        firing = ", ".join(sorted({a["labels"]["alertname"] for a in prom.query(f"ALERTS{{{dev}}}", at=end)})) or "none"
+    except Exception as exc:  # noqa: BLE001 - as above
+        firing = f"(query failed: {exc})"
+    lines.append(f"alerts at the end: {firing}")
     return "\n".join(lines)
