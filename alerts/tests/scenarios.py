@@ -784,6 +784,14 @@ VALUE_CHECKS = [
      "exp_samples": [{"labels": n.DISK_PHYSICAL_DEVICE + _labels({"host": "h5", "device": "nvme0n1"}), "value": 1}]
      + [{"labels": n.DISK_PHYSICAL_DEVICE + _labels({"host": d.host, "device": d.device}), "value": 1}
         for sc in DEVICE_CLASS_SCENARIOS if n.ALERT_DISK_AT_PHYSICAL_MAXIMUM in sc.expect for d in sc.devices]},
+    # s2's windows: all their scrapes, util saturated in each (every envelope of the window requires it); its busy
+    # per-scrape rates, what the envelope's windows read
+    {"expr": f'{n.DISK_SATURATED_WINDOW_SCRAPES}{{host="s2"}}', "eval_time": VALUE_AT,
+     "exp_samples": [{"labels": n.DISK_SATURATED_WINDOW_SCRAPES + _labels({**_S2, "window": w}), "value": v}
+                     for w, v in (("long", 5), ("short", 2))]},
+    *[{"expr": f'{name}{{host="s2"}}', "eval_time": VALUE_AT, "exp_samples": [{"labels": f"{name}{_labels(_S2)}", "value": v}]}
+      for name, v in ((n.DISK_BUSY_READ_IOPS_IRATE, 700), (n.DISK_BUSY_IOPS_IRATE, 1000),
+                      (n.DISK_BUSY_BYTES_PER_SECOND_IRATE, 4096000))],
     # s2's reads hold their envelope over the minute: the ceilings read this await
     {"expr": 'round(fioscope:disk_at_envelope_await_seconds{host="s2",ddir="read",window="long"}, 0.0001)', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": _labels({**_S2, "ddir": "read", "window": "long"}), "value": 0.256}]},

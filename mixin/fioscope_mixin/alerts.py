@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fioscope_mixin import names as n
-from fioscope_mixin.recording import FSYNC_P99, PAIRS, held_at_level, slow
+from fioscope_mixin.recording import BUSY, FSYNC_P99, PAIRS, held_at_level, slow
 from fioscope_mixin.rule import ON, Alert, fmt, params
 from fioscope_mixin.settings import duration
 
@@ -96,9 +96,13 @@ FIO_IN_WINDOW = "on (%(clusterLabels)shost, device) max_over_time(fioscope:disk_
 def _at_recent_peak(iops: str, bytes_: str, window: str = "%(window)s") -> str:
     """A ceiling is the most the device has done lately: the window's peak within the envelope's tolerance of the peak
     over peakLookback, of the IOPS or of the bytes/s (per scrape). A plateau under an earlier, higher rate is demand
-    that fell, or a step-down (the burst alert's page)."""
+    that fell, or a step-down (the burst alert's page). Both peaks are of the busy per-scrape rates (util at
+    least half the saturated bound): the window's is the same (a ceiling holds only where every scrape of its window was
+    busy), the lookback's is the most the device did while busy (a higher rate it reached with headroom is no level it
+    is held under; the step-down is told by its own 1 min rates). Only the busy devices' series are read, not every
+    device's: the controls' and caps' promtool scenarios and 20 seeds of each random control page as before."""
     return "\n  or ".join(
-        f"max_over_time({rate}[{window}]) >= (1 - %(throttle_envelope_tolerance)s) * max_over_time({rate}[%(peakLookback)s])"
+        f"max_over_time({BUSY[rate]}[{window}]) >= (1 - %(throttle_envelope_tolerance)s) * max_over_time({BUSY[rate]}[%(peakLookback)s])"
         for rate in (iops, bytes_))
 
 

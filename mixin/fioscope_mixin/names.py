@@ -49,6 +49,14 @@ DISK_READ_BYTES_PER_SECOND_IRATE = "fioscope:disk_read_bytes_per_second:irate"
 DISK_WRITE_BYTES_PER_SECOND_IRATE = "fioscope:disk_write_bytes_per_second:irate"
 DISK_BYTES_PER_SECOND_IRATE = "fioscope:disk_bytes_per_second:irate"
 DISK_UTIL_RATIO_IRATE = "fioscope:disk_util_ratio:irate"
+# the per-scrape rates while the device is busy (util per scrape at least half the saturated bound; absent otherwise):
+# the envelope's windows read these, so a fleet's idle and lightly loaded devices cost its envelope rules nothing
+DISK_BUSY_READ_IOPS_IRATE = "fioscope:disk_busy_read_iops:irate"
+DISK_BUSY_WRITE_IOPS_IRATE = "fioscope:disk_busy_write_iops:irate"
+DISK_BUSY_IOPS_IRATE = "fioscope:disk_busy_iops:irate"
+DISK_BUSY_READ_BYTES_PER_SECOND_IRATE = "fioscope:disk_busy_read_bytes_per_second:irate"
+DISK_BUSY_WRITE_BYTES_PER_SECOND_IRATE = "fioscope:disk_busy_write_bytes_per_second:irate"
+DISK_BUSY_BYTES_PER_SECOND_IRATE = "fioscope:disk_busy_bytes_per_second:irate"
 DISK_AWAIT_UNSATURATED_SECONDS = "fioscope:disk_await_unsaturated_seconds"
 DISK_AWAIT_BASELINE_SECONDS = "fioscope:disk_await_baseline_seconds"
 # each direction's own normal: the reads' await is judged against the reads' normal (a write-back of large requests
@@ -69,6 +77,8 @@ DISK_ENVELOPE_IOPS_RATIO = "fioscope:disk_envelope_iops_ratio"
 DISK_ENVELOPE_BYTES_RATIO = "fioscope:disk_envelope_bytes_ratio"
 DISK_ENVELOPE_RATIO = "fioscope:disk_envelope_ratio"
 DISK_AT_ENVELOPE_AWAIT_SECONDS = "fioscope:disk_at_envelope_await_seconds"
+# the scrapes in an envelope window (label window) where it holds enough of them and util is saturated in nearly all
+DISK_SATURATED_WINDOW_SCRAPES = "fioscope:disk_saturated_window_scrapes"
 # the window's mean rate (label rate="iops" or "bytes") where a direction holds its envelope with that rate flat: the
 # ceilings read it (each computed the flatness again: 28 range functions per direction and window)
 DISK_HELD_FLAT_MEAN = "fioscope:disk_held_flat_mean"

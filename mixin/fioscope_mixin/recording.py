@@ -100,9 +100,9 @@ HELPERS = [
     # mean time per request over all directions; absent while the device is idle
     Record(n.DISK_AWAIT_SECONDS, f"({R_TIME} + {W_TIME} + {_or_zero(D_TIME, R_TIME)}) / (fioscope:disk_iops > 0)",
            "await / 1000"),
-    # per-scrape util: the rate-window util lags a load's start and end
-    Record(n.DISK_UTIL_RATIO_IRATE, _irate("util")),
 ]
+# per-scrape util: the rate-window util lags a load's start and end (first in the envelope's group, which gates on it)
+UTIL_IRATE = Record(n.DISK_UTIL_RATIO_IRATE, _irate("util"))
 
 # Stalled: requests in flight (the in-flight gauge, averaged over the stall window) and (almost) none completing: fewer
 # than max_iops a second, or so few that each waits request_seconds by Little's law (in flight / completions); or await
@@ -188,6 +188,34 @@ PAIRS = [
     ("write", "writes", "write throughput", n.DISK_WRITE_IOPS_IRATE, n.DISK_WRITE_BYTES_PER_SECOND_IRATE),
     ("all", "IOPS", "throughput", n.DISK_IOPS_IRATE, n.DISK_BYTES_PER_SECOND_IRATE),
 ]
+# The envelope's windows read the per-scrape rates of a busy device only (util per scrape at least unsaturatedUtil, half
+# util_min_ratio). Nothing is lost: each envelope test needs all but off_ceiling_share of its window's scrapes at
+# util_min_ratio, and a window holds at most window_scrapes (5), so a window that passes holds no scrape under ~0.8 util
+# (quantile_over_time's 0.1 of five interpolates the lowest two). An idle or lightly loaded device, most of a fleet, then
+# has no series in these windows: the envelope costs what the fleet's busy devices do (every device paid for all
+# 60 envelope rules, ~80 % of the iostat group at 500 hosts).
+BUSY = {
+    n.DISK_READ_IOPS_IRATE: n.DISK_BUSY_READ_IOPS_IRATE,
+    n.DISK_WRITE_IOPS_IRATE: n.DISK_BUSY_WRITE_IOPS_IRATE,
+    n.DISK_IOPS_IRATE: n.DISK_BUSY_IOPS_IRATE,
+    n.DISK_READ_BYTES_PER_SECOND_IRATE: n.DISK_BUSY_READ_BYTES_PER_SECOND_IRATE,
+    n.DISK_WRITE_BYTES_PER_SECOND_IRATE: n.DISK_BUSY_WRITE_BYTES_PER_SECOND_IRATE,
+    n.DISK_BYTES_PER_SECOND_IRATE: n.DISK_BUSY_BYTES_PER_SECOND_IRATE,
+}
+# from the counters as scraped, in the envelope's own group (not from the iostat group's per-scrape rates: read from
+# another group, a window's newest scrape is there or not depending on which group ran first)
+_BUSY = f"and {ON} {n.DISK_UTIL_RATIO_IRATE} >= %(unsaturatedUtil)s"
+BUSY_RATES = [
+    Record(n.DISK_BUSY_READ_IOPS_IRATE, f"{_irate('r/s')} {_BUSY}"),
+    Record(n.DISK_BUSY_WRITE_IOPS_IRATE, f"{_irate('w/s')} {_BUSY}"),
+    Record(n.DISK_BUSY_IOPS_IRATE, f"{n.DISK_BUSY_READ_IOPS_IRATE} + {n.DISK_BUSY_WRITE_IOPS_IRATE} + "
+           + _or_zero(_irate("d/s"), n.DISK_BUSY_READ_IOPS_IRATE)),
+    Record(n.DISK_BUSY_READ_BYTES_PER_SECOND_IRATE, f"{_irate('rkB/s')} {_BUSY}"),
+    Record(n.DISK_BUSY_WRITE_BYTES_PER_SECOND_IRATE, f"{_irate('wkB/s')} {_BUSY}"),
+    Record(n.DISK_BUSY_BYTES_PER_SECOND_IRATE, f"{n.DISK_BUSY_READ_BYTES_PER_SECOND_IRATE} + {n.DISK_BUSY_WRITE_BYTES_PER_SECOND_IRATE}"),
+]
+# PAIRS with the busy rates: what the envelope, its flatness tests and the ceilings read
+BUSY_PAIRS = [(ddir, iops_dim, bytes_dim, BUSY[iops], BUSY[bytes_]) for ddir, iops_dim, bytes_dim, iops, bytes_ in PAIRS]
 # short: the window while fio loads the device; long: any workload
 WINDOWS = [("short", "%(fioWindow)s"), ("long", "%(window)s")]
 # the scrapes each window must hold before it decides, counted on a counter as scraped: a per-scrape rate repeats its last
@@ -210,7 +238,8 @@ def _size_spread(ddir: str, window: str) -> str:
 
 
 def envelope_records(window_name: str, window: str, ddir: str, iops: str, bytes_: str) -> list[Record]:
-    """The window's peaks, and each scrape's place against them (0 while idle: the window's quantile sees it)."""
+    """The window's peaks, and each scrape's place against them (0 where this direction idles on a busy device: the window's
+    quantile sees it; absent while the device is not busy, where the util test over the window fails anyway)."""
     labels = (("ddir", ddir), ("window", window_name))
     sel = _sel(ddir, window_name)
     i, b = IOPS_RATIO + sel, BYTES_RATIO + sel
@@ -238,16 +267,26 @@ def _named_flat(rate: str, window: str) -> str:
 
 
 AT_ENVELOPE = n.DISK_AT_ENVELOPE_AWAIT_SECONDS
+SATURATED_WINDOW = n.DISK_SATURATED_WINDOW_SCRAPES
+
+
+def saturated_window(window_name: str, window: str) -> Record:
+    """The window holds the scrapes its tests need and util is saturated in all but off_ceiling_share of them: once per
+    window (every direction's envelope requires it; each tested it again, over every device)."""
+    return Record(SATURATED_WINDOW, (
+        f"count_over_time({columns.SERIES['r/s']}{{%(diskSelector)s}}[{window}]) >= {WINDOW_SAMPLES[window_name]}\n"
+        f"and {ON} quantile_over_time(%(throttle_off_ceiling_share)s, fioscope:disk_util_ratio:irate[{window}]) >= %(throttle_util_min_ratio)s"),
+        labels=(("window", window_name),))
 
 
 def at_envelope_await(window_name: str, window: str, ddir: str, iops: str, bytes_: str) -> Record:
     """The direction's await while it holds its envelope over the window: saturated and slow, and one rate flat at its
     peak or, while request sizes vary, nearly every scrape on the envelope (each scrape against the peaks of its own
-    window: a phase of one request size is at its own envelope). Recorded once; every ceiling of the direction reads it."""
+    window: a phase of one request size is at its own envelope), in a window of enough scrapes with util saturated
+    (fioscope:disk_saturated_window_scrapes). Recorded once; every ceiling of the direction reads it."""
     return Record(AT_ENVELOPE, (
         f'{SLOW_SATURATED}{{ddir="{ddir}"}}\n'
-        f"and {ON} count_over_time({columns.SERIES['r/s']}{{%(diskSelector)s}}[{window}]) >= {WINDOW_SAMPLES[window_name]}\n"
-        f"and {ON} quantile_over_time(%(throttle_off_ceiling_share)s, fioscope:disk_util_ratio:irate[{window}]) >= %(throttle_util_min_ratio)s\n"
+        f'and {ON} {SATURATED_WINDOW}{{window="{window_name}"}}\n'
         f"and {ON} (\n  {_flat(iops, window)}\n  or {_flat(bytes_, window)}\n"
         f"  or (quantile_over_time(%(throttle_off_ceiling_share)s, {ENVELOPE}{_sel(ddir, window_name)}[{window}])"
         f" >= 1 - %(throttle_envelope_tolerance)s\n      and {ON} ({_size_spread(ddir, window)}))\n)"),
@@ -366,26 +405,34 @@ def physical_device(s: dict) -> Record:
 STEP_DOWN_RATES = [("read", R, RB), ("write", W, WB), ("all", n.DISK_IOPS, n.DISK_BYTES_PER_SECOND)]
 
 
-def ceiling_records(s: dict) -> list[Record]:
-    records = [FIO_LOAD, physical_device(s), STALLED] + SLOW_AWAITS
-    records += [Record(REQUEST_SIZE, f"{bytes_} / ({iops} > 0)", labels=(("ddir", ddir),)) for ddir, _, _, iops, bytes_ in PAIRS]
+def ceiling_records() -> list[Record]:
+    records = [UTIL_IRATE] + BUSY_RATES + SLOW_AWAITS
+    records += [Record(REQUEST_SIZE, f"{bytes_} / ({iops} > 0)", labels=(("ddir", ddir),)) for ddir, _, _, iops, bytes_ in BUSY_PAIRS]
     for name, window in WINDOWS:
-        for ddir, _, _, iops, bytes_ in PAIRS:
+        records.append(saturated_window(name, window))
+        for ddir, _, _, iops, bytes_ in BUSY_PAIRS:
             records += envelope_records(name, window, ddir, iops, bytes_)
             records.append(at_envelope_await(name, window, ddir, iops, bytes_))
             records += held_flat(name, window, ddir, iops, bytes_)
-        for pair in PAIRS:
+        for pair in BUSY_PAIRS:
             records += ceilings(name, window, *pair)
+    records += [Record(n.DISK_CEILING_BELOW, LAYER_BELOW % name, labels=(("window", name),)) for name, _ in WINDOWS]
+    return records
+
+
+def guard_records(s: dict) -> list[Record]:
+    """What only the alerts and the cause rules read (other groups, which read the latest value of any group): the
+    fio load, the device's class, the stall, the step-down and the declared limits. No rule of the iostat or envelope
+    groups reads them, so they evaluate beside those rather than after them."""
     # burst credits spent: IOPS *and* bytes/s fell to a fraction of their peaks (a request size that changes moves
     # one up when the other goes down: never a step-down), value the IOPS ratio. Per direction (ddir), as the ceilings
     # are named: the reads of an independent client falling 4x for a minute are no step-down of a flat write cap
-    records += [Record(
+    step_down = [Record(
         n.DISK_STEP_DOWN_RATIO,
         f"max_over_time({iops}[%(stepDownLookback)s]) / clamp_min({iops}, 1e-9) >= %(throttle_step_down_ratio)s\n"
         f"and {ON} max_over_time({bytes_}[%(stepDownLookback)s]) / clamp_min({bytes_}, 1e-9) >= %(throttle_step_down_ratio)s",
         labels=(("ddir", ddir),)) for ddir, iops, bytes_ in STEP_DOWN_RATES]
-    records += [Record(n.DISK_CEILING_BELOW, LAYER_BELOW % name, labels=(("window", name),)) for name, _ in WINDOWS]
-    return records
+    return [FIO_LOAD, physical_device(s), STALLED] + step_down + declared_limits(s)
 
 
 LIMIT_KEYS = [  # disk_limits key: (series, how the declared limit reads)
@@ -418,7 +465,12 @@ def recording_rules(s: dict) -> dict:
     # group: read from another group, a window's newest scrape was missing or not (Prometheus does not order groups),
     # which moved a window's peak and flatness by a scrape; the columns and avg-cpu, which no alert waits on, have their own
     groups = [
-        {"name": "fioscope-iostat", "rules": [r.render(p) for r in DISK + HELPERS + ceiling_records(s) + declared_limits(s)]},
+        {"name": "fioscope-iostat", "rules": [r.render(p) for r in DISK + HELPERS]},
+        # the envelope, its flatness tests and the ceilings: every window it tests is over its own records, from the
+        # counters as scraped; the awaits, util and queue it reads from the iostat group are instant values (1m rates)
+        {"name": "fioscope-envelope", "rules": [r.render(p) for r in ceiling_records()]},
+        # read only by the alerts and the cause groups: beside the iostat group (a fleet's groups run in parallel)
+        {"name": "fioscope-disk-guards", "rules": [r.render(p) for r in guard_records(s)]},
         {"name": "fioscope-iostat-columns", "rules": [r.render(p) for r in COLUMNS]},
         # avg-cpu reads no disk series: its own group, evaluated beside the disk rules (a fleet's groups run in parallel)
         {"name": "fioscope-cpu", "rules": [r.render(p) for r in CPU]},
