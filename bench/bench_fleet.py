@@ -41,6 +41,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -297,11 +298,9 @@ class Deployment:
         """Alerts in Alertmanager on the hosts that were never capped, by name: what a healthy fleet pages (none)."""
         with urllib.request.urlopen(f"{self.alertmanager}/api/v2/alerts", timeout=TIMEOUT) as r:
             alerts = json.load(r)
-        names: dict[str, int] = {}
-        for a in alerts:
-            if a["labels"].get("host", "").startswith("host-") and a["labels"]["host"] != CAPPED_HOST:  # not the stack's own
-                names[a["labels"].get("alertname", "")] = names.get(a["labels"].get("alertname", ""), 0) + 1
-        return names
+        # the fleet's hosts only (not the stack's own exporters, which the bench does not start)
+        return dict(Counter(a["labels"].get("alertname", "") for a in alerts
+                            if a["labels"].get("host", "").startswith("host-") and a["labels"]["host"] != CAPPED_HOST))
 
     def stop(self) -> None:
         self.stack.stop()

@@ -99,8 +99,7 @@ def _at_recent_peak(iops: str, bytes_: str, window: str = "%(window)s") -> str:
     that fell, or a step-down (the burst alert's page). Both peaks are of the busy per-scrape rates (util at
     least half the saturated bound): the window's is the same (a ceiling holds only where every scrape of its window was
     busy), the lookback's is the most the device did while busy (a higher rate it reached with headroom is no level it
-    is held under; the step-down is told by its own 1 min rates). Only the busy devices' series are read, not every
-    device's: the controls' and caps' promtool scenarios and 20 seeds of each random control page as before."""
+    is held under; the step-down is told by its own 1 min rates), and only the busy devices' series are read."""
     return "\n  or ".join(
         f"max_over_time({BUSY[rate]}[{window}]) >= (1 - %(throttle_envelope_tolerance)s) * max_over_time({BUSY[rate]}[%(peakLookback)s])"
         for rate in (iops, bytes_))

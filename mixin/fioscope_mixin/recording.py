@@ -461,9 +461,10 @@ def declared_limits(s: dict) -> list[Record]:
 def recording_rules(s: dict) -> dict:
     p = params(s)
     # a group runs its rules in order, so rules that build on each other share one; groups run in parallel and read
-    # each other's latest values, an interval old when the reader runs first. The throttle tests share the iostat
-    # group: read from another group, a window's newest scrape was missing or not (Prometheus does not order groups),
-    # which moved a window's peak and flatness by a scrape; the columns and avg-cpu, which no alert waits on, have their own
+    # each other's latest values, an interval old when the reader runs first. The throttle tests share the envelope
+    # group, whose windows are over its own records: read from another group, a window's newest scrape was missing or
+    # not (Prometheus does not order groups), which moved a window's peak and flatness by a scrape; the columns and
+    # avg-cpu, which no alert waits on, have their own
     groups = [
         {"name": "fioscope-iostat", "rules": [r.render(p) for r in DISK + HELPERS]},
         # the envelope, its flatness tests and the ceilings: every window it tests is over its own records, from the
