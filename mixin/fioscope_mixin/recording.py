@@ -121,8 +121,12 @@ STALLED = Record(n.DISK_STALLED_IN_FLIGHT, (
 # the device's own normal, from 1m averages recorded once a minute (a 6h quantile over every
 # 15 s sample of every device would dominate the rule cost of a fleet). Unsaturated means every scrape the
 # average draws on: the await is a rate-window average, so right after a deep-queue load it still holds that
-# load's await while util has already dropped (a baseline taken then hides the next throttling).
-UNSATURATED = "\nand " + ON + " max_over_time(fioscope:disk_util_ratio:irate[%(baselineUtilLookback)s]) < %(unsaturatedUtil)s"
+# load's await while util has already dropped (a baseline taken then hides the next throttling). The newest scrape's
+# util from the counter itself: this group runs on its own schedule, and where it evaluates after a scrape but before
+# the envelope group has recorded that scrape's util, a load's first scrape (its await already in the rate-window
+# average) passed as unsaturated: a few such normals at 5-10x the true one and a fresh device's median flips.
+UNSATURATED = ("\nand " + ON + " max_over_time(fioscope:disk_util_ratio:irate[%(baselineUtilLookback)s]) < %(unsaturatedUtil)s"
+               "\nand " + ON + " " + _irate("util") + " < %(unsaturatedUtil)s")
 
 
 def _direction_unsaturated(time_rate: str, iops: str) -> str:

@@ -337,6 +337,11 @@ def timeline(run: Run, interval: str, step: float = 15) -> str:
         "util": f"fioscope:disk_util_ratio{{{dev}}}",
         "aqu-sz": f"fioscope:disk_queue_size{{{dev}}}",
         "await ms": f"1000 * fioscope:disk_await_seconds{{{dev}}}",
+        "MiB/s busy": f"fioscope:disk_busy_bytes_per_second:irate{{{dev}}} / 1048576",
+        "slow sat": f"count(fioscope:disk_slow_saturated_await_seconds{{{dev}}})",
+        "sat window": f'count(fioscope:disk_saturated_window_scrapes{{window="long",{dev}}})',
+        "at envelope": f'count(fioscope:disk_at_envelope_await_seconds{{window="long",{dev}}})',
+        "held flat": f'count(fioscope:disk_held_flat_mean{{window="long",{dev}}})',
         "ceil long": f'count(fioscope:disk_ceiling{{window="long",{dev}}})',
         "ceil short": f'count(fioscope:disk_ceiling{{window="short",{dev}}})',
         "ceil below": f"count(fioscope:disk_ceiling_below{{{dev}}})",
@@ -363,7 +368,8 @@ def timeline(run: Run, interval: str, step: float = 15) -> str:
         lines.append(f"{label:>11}" + "".join(f"{values[round(t - start)]:>7.3g}" if round(t - start) in values else f"{'':>7}"
                                              for t in times))
     try:
-        firing = ", ".join(sorted({a["labels"]["alertname"] for a in prom.query(f"ALERTS{{{dev}}}", at=end)})) or "none"
+        firing = ", ".join(sorted({f'{a["metric"]["alertname"]} ({a["metric"]["alertstate"]})'
+                                   for a in prom.query(f"ALERTS{{{dev}}}", at=end)})) or "none"
     except Exception as exc:  # noqa: BLE001 - as above
         firing = f"(query failed: {exc})"
     lines.append(f"alerts at the end: {firing}")
