@@ -55,7 +55,9 @@ def installed(tmp_path_factory) -> Path:
     venv = work / "venv"
     # system site packages give prometheus_client and PyYAML without a download
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--no-deps", "--no-index", str(mixin_wheel), str(wheel)], check=True)
+    # --ignore-installed: a copy in the system site (an editable install of another checkout) never stands in for the wheel
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--no-deps", "--no-index", "--ignore-installed", str(mixin_wheel), str(wheel)],
+                   check=True)
     return venv / "bin" / "fioscope"
 
 
