@@ -491,6 +491,24 @@ SCENARIOS += [
              {n.ALERT_DISK_THROTTLED: ("e3/vdb", "writes flat at ~400/s")}, {n.ALERT_DISK_THROTTLED: 90}),
 ]
 
+
+def neighbour_takes_a_share(t, rng):
+    """A victim paced at 1,000 reads/s at 30 % util for 6 minutes; a neighbour on its backend then leaves it a steady
+    420/s at full util and 19 ms (8 in flight) for 4 minutes; then it is alone again. The plateau is flat, but under the
+    rate the victim did minutes before at low util: no ceiling (a ceiling is the most the device did lately, busy or
+    not; judged on the busy scrapes only, the plateau was its peak and paged as a cap)."""
+    if ONSET + 6 * 60 <= t < ONSET + 10 * 60:
+        r = 420 * (1 + rng.uniform(-0.02, 0.02))
+        return Sample(r=r, rb=r * 4096, r_await=8 / r, util=0.98, queue=8)
+    r = 1000 * (1 + rng.uniform(-0.02, 0.02))
+    return Sample(r=r, rb=r * 4096, r_await=0.0003, util=0.3, queue=0.3)
+
+
+SCENARIOS += [
+    Scenario("healthy: a neighbour leaves a 1,000 reads/s victim a flat 420/s for 4 minutes",
+             [Device("e4", "vdb", after_onset(neighbour_takes_a_share, light_fast), discards=False)], {}),
+]
+
 COUNTERS = [  # node_exporter counter, per-second increment from a Sample
     ("node_disk_reads_completed_total", lambda s: s.r),
     ("node_disk_writes_completed_total", lambda s: s.w),

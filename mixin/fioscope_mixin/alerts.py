@@ -96,12 +96,13 @@ FIO_IN_WINDOW = "on (%(clusterLabels)shost, device) max_over_time(fioscope:disk_
 def _at_recent_peak(iops: str, bytes_: str, window: str = "%(window)s") -> str:
     """A ceiling is the most the device has done lately: the window's peak within the envelope's tolerance of the peak
     over peakLookback, of the IOPS or of the bytes/s (per scrape). A plateau under an earlier, higher rate is demand
-    that fell, or a step-down (the burst alert's page). Both peaks are of the busy per-scrape rates (util at
-    least half the saturated bound): the window's is the same (a ceiling holds only where every scrape of its window was
-    busy), the lookback's is the most the device did while busy (a higher rate it reached with headroom is no level it
-    is held under; the step-down is told by its own 1 min rates), and only the busy devices' series are read."""
+    that fell, a neighbour that took a share of a backend, or a step-down (the burst alert's page). The window's peak
+    is of the busy per-scrape rates (a ceiling holds only where every scrape of its window was busy); the lookback's
+    is of every scrape, busy or not: a victim that did 1,000 IOPS at 30 % util before a neighbour came and now sits at
+    420 at full util is held under no cap of 420 (read over the busy scrapes only, that plateau was its peak, and a
+    capture named the provider's cap for a minute of the neighbour's episode)."""
     return "\n  or ".join(
-        f"max_over_time({BUSY[rate]}[{window}]) >= (1 - %(throttle_envelope_tolerance)s) * max_over_time({BUSY[rate]}[%(peakLookback)s])"
+        f"max_over_time({BUSY[rate]}[{window}]) >= (1 - %(throttle_envelope_tolerance)s) * max_over_time({rate}[%(peakLookback)s])"
         for rate in (iops, bytes_))
 
 
