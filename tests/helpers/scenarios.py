@@ -327,10 +327,14 @@ def episodes(instants: list[float], step: float) -> list[tuple[float, float]]:
 def timeline(run: Run, interval: str, step: float = 15) -> str:
     """The device's figures over the run, one column per ``step``: what a test prints when an alert it waited for never
     came (a CI failure explains itself: a cap that never bound, scrapes missed, a rule group late, a verdict's guard)."""
-    prom = run.stacks[interval].prom
-    device = run.disk.device_name
+    return device_timeline(run.stacks[interval].prom, run.disk.device_name, run.start or 0.0, (run.end or time.time()) + step, step)
+
+
+def device_timeline(prom: PromClient, device: str, start: float, end: float, step: float = 15, window: str = "long",
+                    alert: str = "") -> str:
+    """One device's figures and the envelope ``window``'s verdict records from ``start`` to ``end``, a column per ``step``;
+    with ``alert``, that alert's state (1 pending, 2 firing)."""
     dev = f'device="{device}"'
-    start, end = run.start or 0.0, (run.end or time.time()) + step
     rows = {
         "r/s": f"fioscope:disk_read_iops:irate{{{dev}}}",
         "w/s": f"fioscope:disk_write_iops:irate{{{dev}}}",
@@ -339,17 +343,20 @@ def timeline(run: Run, interval: str, step: float = 15) -> str:
         "await ms": f"1000 * fioscope:disk_await_seconds{{{dev}}}",
         "MiB/s busy": f"fioscope:disk_busy_bytes_per_second:irate{{{dev}}} / 1048576",
         "slow sat": f"count(fioscope:disk_slow_saturated_await_seconds{{{dev}}})",
-        "sat window": f'count(fioscope:disk_saturated_window_scrapes{{window="long",{dev}}})',
-        "at envelope": f'count(fioscope:disk_at_envelope_await_seconds{{window="long",{dev}}})',
-        "held flat": f'count(fioscope:disk_held_flat_mean{{window="long",{dev}}})',
+        "sat window": f'count(fioscope:disk_saturated_window_scrapes{{window="{window}",{dev}}})',
+        "at envelope": f'count(fioscope:disk_at_envelope_await_seconds{{window="{window}",{dev}}})',
+        "held flat": f'count(fioscope:disk_held_flat_mean{{window="{window}",{dev}}})',
         "ceil long": f'count(fioscope:disk_ceiling{{window="long",{dev}}})',
         "ceil short": f'count(fioscope:disk_ceiling{{window="short",{dev}}})',
         "ceil below": f"count(fioscope:disk_ceiling_below{{{dev}}})",
         "step-down": f"count(fioscope:disk_step_down_ratio{{{dev}}})",
         "physical": f"count(fioscope:disk_physical_device{{{dev}}})",
+        "stalled": f"count(fioscope:disk_stalled_in_flight{{{dev}}})",
         "fio load": f"count(fioscope:disk_fio_load{{{dev}}})",
         "pending": f'count(ALERTS{{alertstate="pending",{dev}}})',
         "firing": f'count(ALERTS{{alertstate="firing",{dev}}})',
+        **({alert[-11:]: f'2 * max(ALERTS{{alertname="{alert}",alertstate="firing",{dev}}}) or max(ALERTS{{alertname="{alert}",{dev}}})'}
+           if alert else {}),
         "samples/m": f"count_over_time(node_disk_reads_completed_total{{{dev}}}[1m])",
         "scrape s": "max(scrape_duration_seconds)",
         "rules s": "max(prometheus_rule_group_last_duration_seconds)",
