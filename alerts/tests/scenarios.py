@@ -835,6 +835,10 @@ VALUE_CHECKS = [
     {"expr": 'round(fioscope:disk_step_down_ratio{host="s5"}, 0.001)', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": _labels({**_S2, "host": "s5", "instance": "s5:9100", "ddir": d}), "value": 10}
                      for d in ("all", "read")]},
+    # s2's peaks over the lookback, which its capped windows are at: the reads' and the total's IOPS and bytes/s
+    {"expr": f'{n.DISK_RECENT_PEAK}{{host="s2",ddir=~"read|all"}}', "eval_time": VALUE_AT,
+     "exp_samples": [{"labels": n.DISK_RECENT_PEAK + _labels({**_S2, "ddir": d, "rate": r}), "value": v}
+                     for d, r, v in (("read", "iops", 700), ("read", "bytes", 2867200), ("all", "iops", 1000), ("all", "bytes", 4096000))]},
     # e3 three minutes into its reads' five low minutes: the reads and the total stepped down, the capped writes not
     {"expr": 'count by (ddir) (fioscope:disk_step_down_ratio{host="e3"})', "eval_time": duration(28 * 60),
      "exp_samples": [{"labels": _labels({"ddir": d}), "value": 1} for d in ("all", "read")]},

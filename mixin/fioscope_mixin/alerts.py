@@ -93,17 +93,19 @@ FIO_ON_DEVICE = "on (%(clusterLabels)shost, device) fioscope:disk_fio_load"
 FIO_IN_WINDOW = "on (%(clusterLabels)shost, device) max_over_time(fioscope:disk_fio_load[%(window)s])"
 
 
-def _at_recent_peak(iops: str, bytes_: str, window: str = "%(window)s") -> str:
+def _at_recent_peak(ddir: str, iops: str, bytes_: str, window: str = "%(window)s") -> str:
     """A ceiling is the most the device has done lately: the window's peak within the envelope's tolerance of the peak
     over peakLookback, of the IOPS or of the bytes/s (per scrape). A plateau under an earlier, higher rate is demand
     that fell, a neighbour that took a share of a backend, or a step-down (the burst alert's page). The window's peak
     is of the busy per-scrape rates (a ceiling holds only where every scrape of its window was busy); the lookback's
     is of every scrape, busy or not: a victim that did 1,000 IOPS at 30 % util before a neighbour came and now sits at
     420 at full util is held under no cap of 420 (read over the busy scrapes only, that plateau was its peak, and a
-    capture named the provider's cap for a minute of the neighbour's episode)."""
+    capture named the provider's cap for a minute of the neighbour's episode). The lookback's peak is recorded once
+    (fioscope:disk_recent_peak, the guards group): the cause and alert rules read it 18 times."""
     return "\n  or ".join(
-        f"max_over_time({BUSY[rate]}[{window}]) >= (1 - %(throttle_envelope_tolerance)s) * max_over_time({rate}[%(peakLookback)s])"
-        for rate in (iops, bytes_))
+        f"max_over_time({BUSY[rate]}[{window}]) >= {ON} (1 - %(throttle_envelope_tolerance)s) * "
+        f'{n.DISK_RECENT_PEAK}{{ddir="{ddir}",rate="{name}"}}'
+        for name, rate in (("iops", iops), ("bytes", bytes_)))
 
 
 def _direction_ceiling(iops_dim: str, bytes_dim: str, window_name: str = "long") -> str:
@@ -121,7 +123,7 @@ def ceiling_at_peak(window_name: str = "long", window: str = "%(window)s", ceili
     """Some direction's ceiling of ``window_name`` (``ceiling``: a function of its series) at its recent peak and not
     stepped down there."""
     return "\nor ".join(
-        f"(\n  {ceiling % _direction_ceiling(iops_dim, bytes_dim, window_name)}\n  and {ON} (\n  {_at_recent_peak(iops, bytes_, window)}\n  )\n"
+        f"(\n  {ceiling % _direction_ceiling(iops_dim, bytes_dim, window_name)}\n  and {ON} (\n  {_at_recent_peak(ddir, iops, bytes_, window)}\n  )\n"
         f"  unless {ON} {_stepped_down(ddir)}\n)"
         for ddir, iops_dim, bytes_dim, iops, bytes_ in PAIRS)
 

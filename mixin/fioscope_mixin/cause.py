@@ -97,11 +97,10 @@ CEILING = (f"(\n  {_held('short', '%(window)s', '%(windowSamples)s')} and on (%(
 
 # requests in flight in every scrape of the window and under a tenth of a completion per second per request in flight:
 # util and aqu-sz under-report a stall (the kernel updates busy time only as a request starts or ends), io_now does not
-STALLED = (f"avg_over_time({IN_FLIGHT}[%(window)s])\n"
-           f"and {ON} avg_over_time({IN_FLIGHT}[%(window)s]) >= %(cause_stall_min_in_flight)s\n"
+# (group_left: the comparison keeps every label of the in-flight average, not only the ones it matches on)
+STALLED = (f"avg_over_time({IN_FLIGHT}[%(window)s]) > {ON} group_left () {n.DISK_IOPS} / %(cause_stall_completions_per_request)s\n"
            f"and {ON} min_over_time({IN_FLIGHT}[%(window)s]) >= %(cause_stall_min_in_flight)s\n"
-           f"and {ON} count_over_time({IN_FLIGHT}[%(window)s]) >= %(cause_min_samples)s\n"
-           f"and {ON} {n.DISK_IOPS} < {ON} %(cause_stall_completions_per_request)s * avg_over_time({IN_FLIGHT}[%(window)s])")
+           f"and {ON} count_over_time({IN_FLIGHT}[%(window)s]) >= %(cause_min_samples)s")
 
 # the application's write rate collapsed: a running fio job's (a page cache that filled: the disk below writes at its
 # steady rate all along) while the device is busy, or, on local hardware, the device's own (its write cache filled; on a

@@ -320,7 +320,7 @@ def held_at_level(window_name: str) -> str:
     the first alert 15 s later; a pause or a ramp scrape lapses the test (keep_firing_for bridges it)."""
     return "\n  or ".join(
         f'{HELD_FLAT}{{ddir="{ddir}",window="{window_name}",rate="{name}"}}\n'
-        f"    and {ON} max_over_time({rate}[%(peakLookback)s]) <= (1 + %(throttle_ceiling_tolerance)s) * min_over_time({rate}[%(heldWindow)s])"
+        f'    and {ON} {n.DISK_RECENT_PEAK}{{ddir="{ddir}",rate="{name}"}} <= {ON} (1 + %(throttle_ceiling_tolerance)s) * min_over_time({rate}[%(heldWindow)s])'
         for ddir, _, _, iops, bytes_ in PAIRS for name, rate in (("iops", iops), ("bytes", bytes_)))
 
 
@@ -436,7 +436,9 @@ def guard_records(s: dict) -> list[Record]:
         f"max_over_time({iops}[%(stepDownLookback)s]) / clamp_min({iops}, 1e-9) >= %(throttle_step_down_ratio)s\n"
         f"and {ON} max_over_time({bytes_}[%(stepDownLookback)s]) / clamp_min({bytes_}, 1e-9) >= %(throttle_step_down_ratio)s",
         labels=(("ddir", ddir),)) for ddir, iops, bytes_ in STEP_DOWN_RATES]
-    return [FIO_LOAD, physical_device(s), STALLED] + step_down + declared_limits(s)
+    recent_peak = [Record(n.DISK_RECENT_PEAK, f"max_over_time({rate}[%(peakLookback)s])", labels=(("ddir", ddir), ("rate", name)))
+                   for ddir, _, _, iops, bytes_ in PAIRS for name, rate in (("iops", iops), ("bytes", bytes_))]
+    return [FIO_LOAD, physical_device(s), STALLED] + step_down + recent_peak + declared_limits(s)
 
 
 LIMIT_KEYS = [  # disk_limits key: (series, how the declared limit reads)
