@@ -432,6 +432,9 @@ VALUES = {"promql_expr_test_extra": [
      "exp_samples": [{"labels": '{device="vdb", host="c2", instance="c2:9100", job="node"}', "value": 1500}]},
     {"expr": f'{n.DISK_STALL_IN_FLIGHT}{{host="c3"}}', "eval_time": AT,
      "exp_samples": [{"labels": f'{n.DISK_STALL_IN_FLIGHT}{{device="vdb", host="c3", instance="c3:9100", job="node"}}', "value": 32}]},
+    # the stalled device, recorded once for every cause below the stall; the capped one completes 1,000 a second: none
+    {"expr": f'{n.DISK_NEAR_STALL}{{host=~"c3|c8"}}', "eval_time": AT,
+     "exp_samples": [{"labels": f'{n.DISK_NEAR_STALL}{{device="vdb", host="c3", instance="c3:9100", job="node"}}', "value": 1}]},
     {"expr": f'round({n.CPU_PRESSURE_RATIO}{{host="c4"}}, 0.01)', "eval_time": AT,
      "exp_samples": [{"labels": '{host="c4", instance="c4:9100", job="node"}', "value": 0.7}]},
     {"expr": f'round({n.IO_PRESSURE_RATIO}{{host="k8"}}, 0.01)', "eval_time": AT,

@@ -65,7 +65,7 @@ IN_FLIGHT = IN_FLIGHT_SERIES + "{%(diskSelector)s}"
 
 # below a stall, no other cause while one starts (the last scrape: requests in flight, almost none completing; the
 # window's test names it a minute in) or within a window after one (the rate windows still hold its awaits)
-NEAR_STALL = (f"(\n  {n.DISK_IOPS_IRATE} < {ON} %(cause_stall_completions_per_request)s * {IN_FLIGHT}\n"
+NEAR_STALL = (f"(\n  {n.DISK_IOPS_IRATE} < {ON} group_left () %(cause_stall_completions_per_request)s * {IN_FLIGHT}\n"
               f"  and {ON} {IN_FLIGHT} >= %(cause_stall_min_in_flight)s\n"
               f"  or max_over_time({CAUSE}{{cause=\"stall\"}}[%(window)s])\n)")
 
@@ -180,8 +180,10 @@ def cause_records() -> list[Record]:
     for cause, _ in CAUSES:
         expr = CONDITIONS[cause]
         if higher := _higher(cause):
-            expr = f"({expr})\nunless {ON} {CAUSE}{{cause=~\"{higher}\"}}\nunless {ON} {NEAR_STALL}"
+            expr = f"({expr})\nunless {ON} {CAUSE}{{cause=~\"{higher}\"}}\nunless {ON} {n.DISK_NEAR_STALL}"
         causes.append(Record(CAUSE, _unit(expr), labels=(("cause", cause),)))
+        if cause == "stall":  # recorded once, after the stall it reads: every later cause reads it
+            causes.append(Record(n.DISK_NEAR_STALL, _unit(NEAR_STALL)))
     return [slow, *host_level, *causes]
 
 

@@ -135,6 +135,7 @@ DISK_NORMAL_IOPS = "fioscope:disk_normal_iops"  # the load asked while the devic
 DISK_NORMAL_BYTES_PER_SECOND = "fioscope:disk_normal_bytes_per_second"
 DISK_STALL_IN_FLIGHT = "fioscope:disk_stall_in_flight"  # requests in flight on a stalled device
 DISK_CAUSE_CEILING = "fioscope:disk_cause_ceiling"  # 1 where the device is at a ceiling held as the causes judge it
+DISK_NEAR_STALL = "fioscope:disk_near_stall"  # 1 while a stall starts, or within its window after one: no other cause
 CPU_PRESSURE_RATIO = "fioscope:cpu_pressure_ratio"  # PSI cpu "some"
 IO_PRESSURE_RATIO = "fioscope:io_pressure_ratio"  # PSI io "some"
 FIO_CLAT_P50_SECONDS = "fioscope:fio_clat_p50_seconds"  # the running fio jobs' median completion latency per device

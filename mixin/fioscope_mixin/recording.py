@@ -436,7 +436,11 @@ def guard_records(s: dict) -> list[Record]:
         f"max_over_time({iops}[%(stepDownLookback)s]) / clamp_min({iops}, 1e-9) >= %(throttle_step_down_ratio)s\n"
         f"and {ON} max_over_time({bytes_}[%(stepDownLookback)s]) / clamp_min({bytes_}, 1e-9) >= %(throttle_step_down_ratio)s",
         labels=(("ddir", ddir),)) for ddir, iops, bytes_ in STEP_DOWN_RATES]
-    recent_peak = [Record(n.DISK_RECENT_PEAK, f"max_over_time({rate}[%(peakLookback)s])", labels=(("ddir", ddir), ("rate", name)))
+    # each direction's recent peak, for a device busy within the envelope's window only (a ceiling needs one): its
+    # readers (the long throttle alert, the cause ceiling: 18 selectors) then touch a fleet's few busy devices
+    recent_peak = [Record(n.DISK_RECENT_PEAK, f"max_over_time({rate}[%(peakLookback)s])\n"
+                                              f"and {ON} max_over_time({n.DISK_BUSY_IOPS_IRATE}[%(window)s])",
+                          labels=(("ddir", ddir), ("rate", name)))
                    for ddir, _, _, iops, bytes_ in PAIRS for name, rate in (("iops", iops), ("bytes", bytes_))]
     return [FIO_LOAD, physical_device(s), STALLED] + step_down + recent_peak + declared_limits(s)
 
