@@ -64,7 +64,8 @@ def _higher(cause: str) -> str:
 IN_FLIGHT = IN_FLIGHT_SERIES + "{%(diskSelector)s}"
 
 # below a stall, no other cause while one starts (the last scrape: requests in flight, almost none completing; the
-# window's test names it a minute in) or within a window after one (the rate windows still hold its awaits)
+# window's test names it a minute in) or within a window after one (the rate windows still hold its awaits); recorded
+# (fioscope:disk_near_stall) with the device's labels: group_left keeps the irate's, not only those it matches on
 NEAR_STALL = (f"(\n  {n.DISK_IOPS_IRATE} < {ON} group_left () %(cause_stall_completions_per_request)s * {IN_FLIGHT}\n"
               f"  and {ON} {IN_FLIGHT} >= %(cause_stall_min_in_flight)s\n"
               f"  or max_over_time({CAUSE}{{cause=\"stall\"}}[%(window)s])\n)")

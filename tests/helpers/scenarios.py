@@ -355,7 +355,7 @@ def device_timeline(prom: PromClient, device: str, start: float, end: float, ste
         "fio load": f"count(fioscope:disk_fio_load{{{dev}}})",
         "pending": f'count(ALERTS{{alertstate="pending",{dev}}})',
         "firing": f'count(ALERTS{{alertstate="firing",{dev}}})',
-        **({alert[-11:]: f'2 * max(ALERTS{{alertname="{alert}",alertstate="firing",{dev}}}) or max(ALERTS{{alertname="{alert}",{dev}}})'}
+        **({"alert": f'2 * max(ALERTS{{alertname="{alert}",alertstate="firing",{dev}}}) or max(ALERTS{{alertname="{alert}",{dev}}})'}
            if alert else {}),
         "samples/m": f"count_over_time(node_disk_reads_completed_total{{{dev}}}[1m])",
         "scrape s": "max(scrape_duration_seconds)",
