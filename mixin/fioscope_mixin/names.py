@@ -82,7 +82,8 @@ DISK_SATURATED_WINDOW_SCRAPES = "fioscope:disk_saturated_window_scrapes"
 # the window's mean rate (label rate="iops" or "bytes") where a direction holds its envelope with that rate flat: the
 # ceilings read it (each computed the flatness again: 28 range functions per direction and window)
 DISK_HELD_FLAT_MEAN = "fioscope:disk_held_flat_mean"
-# each direction's per-scrape IOPS and bytes/s peak (label rate) over peak_lookback, busy or not: a ceiling is at it
+# each direction's per-scrape IOPS and bytes/s peak (label rate) over peak_lookback, busy scrapes or not, recorded for a
+# device busy within the envelope's window (a ceiling needs that): a ceiling is at it
 DISK_RECENT_PEAK = "fioscope:disk_recent_peak"
 DISK_REQUEST_SIZE_BYTES_IRATE = "fioscope:disk_request_size_bytes:irate"
 DISK_PHYSICAL_DEVICE = "fioscope:disk_physical_device"  # local hardware (sysfs model/vendor, or the per-device override)
