@@ -119,6 +119,20 @@ def test_overrides_per_device_sla_and_limits(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_a_load_ending_is_no_stall_at_a_short_rate_window(tmp_path):
+    """At the e2e stack's 20 s rate window (shorter than the stall window) a deep-queue load that has just ended is idle,
+    not stalled; a disk stalled beside it still is (fixture: stall_short_rate_window.test.yaml)."""
+    promtool = require("promtool")
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "stack.scrape_interval=5s", "--set", "stack.evaluation_interval=5s",
+                           "--set", "stack.rate_window=20s"])
+    assert proc.returncode == 0, proc.stderr
+    tests = tmp_path / "alerts" / "tests"
+    tests.mkdir()
+    shutil.copy(FIXTURES / "promtool" / "stall_short_rate_window.test.yaml", tests)
+    proc = run([promtool, "test", "rules", str(tests / "stall_short_rate_window.test.yaml")])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_short_intervals_for_the_e2e_stack(tmp_path):
     proc = run(GENERATE + ["--out", str(tmp_path), "--set", "stack.scrape_interval=1s", "--set", "stack.evaluation_interval=1s",
                            "--set", "durations.throttled_fio=5s", "--set", "stack.alertmanager_webhook=http://127.0.0.1:5001/"])

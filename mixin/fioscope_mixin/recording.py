@@ -107,10 +107,14 @@ UTIL_IRATE = Record(n.DISK_UTIL_RATIO_IRATE, _irate("util"))
 # Stalled: requests in flight (the in-flight gauge, averaged over the stall window) and (almost) none completing: fewer
 # than max_iops a second, or so few that each waits request_seconds by Little's law (in flight / completions); or await
 # in seconds while the IOPS collapsed. Not util or aqu-sz: the kernel updates busy time only when a request starts or
-# completes, so both under-report a stall (util 25 % with 32 in flight).
+# completes, so both under-report a stall (util 25 % with 32 in flight). Not a device idle now (none in flight at the
+# newest scrape, none completing): a deep-queue load that has just ended still averages many in flight over the window
+# while a rate window shorter than it already counts no completions (the e2e stack's 20 s: each such end read as a stall).
 IN_FLIGHT = "avg_over_time(%s{%%(diskSelector)s}[%%(stallWindow)s])" % columns.IN_FLIGHT_SERIES
 STALLED = Record(n.DISK_STALLED_IN_FLIGHT, (
-    f"{IN_FLIGHT} >= %(stall_min_in_flight)s\nand {ON} (\n"
+    f"{IN_FLIGHT} >= %(stall_min_in_flight)s\n"
+    f"and {ON} ({columns.IN_FLIGHT_SERIES}{{%(diskSelector)s}} >= %(stall_min_in_flight)s or fioscope:disk_iops >= %(stall_max_iops)s)\n"
+    f"and {ON} (\n"
     "  fioscope:disk_iops < %(stall_max_iops)s\n"
     f"  or {IN_FLIGHT} / fioscope:disk_iops >= %(stall_request_seconds)s\n"
     "  or (fioscope:disk_await_seconds >= %(stall_await_seconds)s\n"
