@@ -158,6 +158,22 @@ def test_no_data_is_grey_never_green():
     assert headline(Timeline("vm", "vdb", {c: [] for c in COLUMNS}), [], []) == (None, "vdb: no data")
 
 
+def test_an_alert_that_began_as_its_load_ended_reads_at_a_time_not_an_empty_interval():
+    """The alert's window (a rate window behind) begins just after the load: it counts for the load, as one instant."""
+    from fioscope.reporting.phases import Phase, headline, throttled_spans
+    from fioscope.reporting.timeline import Timeline
+
+    timeline = Timeline("vm", "vdb", {c: [(float(t), 700.0 if c == "r/s" else 1.0) for t in range(100, 201)] for c in COLUMNS}, 1.0)
+    load = Phase("load", "cloud-sla-70-30", 100.0, 200.0)
+    spans = throttled_spans([(200.6, 380.0)], [load], slack=1.0)
+    assert spans == [(200.0, 200.0)]
+    ok, text = headline(timeline, [load], spans)
+    assert ok is False and text.startswith("vdb was throttled at 00:03:20 UTC: "), text
+    assert "from 00:03:20 to 00:03:20" not in text
+    ok, text = headline(timeline, [load], [(150.0, 200.0)])
+    assert text.startswith("vdb was throttled from 00:02:30 to 00:03:20 UTC: "), text
+
+
 def test_downsampling_keeps_each_buckets_minimum_and_maximum():
     from fioscope.reporting.timeline import MAX_POINTS, Timeline, limit
 

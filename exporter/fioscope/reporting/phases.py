@@ -197,7 +197,10 @@ def headline(timeline: Timeline, device_phases: list[Phase], throttled: list[tup
 
 
 def _spans_text(spans: list[tuple[float, float]]) -> str:
-    return " and ".join(f"from {hhmmss(a)} to {hhmmss(b)}" for a, b in spans[:3]) + (" and later" if len(spans) > 3 else "")
+    """"from 14:46:01 to 14:47:16 and ..."; a span within one second (an alert that began as its load ended, counted
+    for that load) is "at 14:47:16"."""
+    return " and ".join(f"at {hhmmss(a)}" if hhmmss(a) == hhmmss(b) else f"from {hhmmss(a)} to {hhmmss(b)}"
+                        for a, b in spans[:3]) + (" and later" if len(spans) > 3 else "")
 
 
 def _inside(phase: Phase, spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
