@@ -108,28 +108,26 @@ def test_thresholds_live_in_one_place(tmp_path):
 
 
 def test_overrides_per_device_sla_and_limits(tmp_path):
-    promtool = require("promtool")
-    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "thresholds.disk_limits={vdb: {iops: 1000}}",
-                           "--set", "thresholds.disk_latency_sla_per_device={vdb: 0.010}"])
-    assert proc.returncode == 0, proc.stderr
-    tests = tmp_path / "alerts" / "tests"
-    tests.mkdir()
-    shutil.copy(FIXTURES / "promtool" / "overrides.test.yaml", tests)
-    proc = run([promtool, "test", "rules", str(tests / "overrides.test.yaml")])
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    promtool_test_on_generated(tmp_path, "overrides.test.yaml", "thresholds.disk_limits={vdb: {iops: 1000}}",
+                               "thresholds.disk_latency_sla_per_device={vdb: 0.010}")
 
 
 def test_a_load_ending_is_no_stall_at_a_short_rate_window(tmp_path):
     """At the e2e stack's 20 s rate window (shorter than the stall window) a deep-queue load that has just ended is idle,
     not stalled; a disk stalled beside it still is (fixture: stall_short_rate_window.test.yaml)."""
+    promtool_test_on_generated(tmp_path, "stall_short_rate_window.test.yaml", "stack.scrape_interval=5s",
+                               "stack.evaluation_interval=5s", "stack.rate_window=20s")
+
+
+def promtool_test_on_generated(tmp_path: Path, fixture: str, *overrides: str) -> None:
+    """A promtool test fixture (tests/fixtures/promtool) run against the rules generated with ``overrides``."""
     promtool = require("promtool")
-    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "stack.scrape_interval=5s", "--set", "stack.evaluation_interval=5s",
-                           "--set", "stack.rate_window=20s"])
+    proc = run(GENERATE + ["--out", str(tmp_path), *(a for o in overrides for a in ("--set", o))])
     assert proc.returncode == 0, proc.stderr
     tests = tmp_path / "alerts" / "tests"
     tests.mkdir()
-    shutil.copy(FIXTURES / "promtool" / "stall_short_rate_window.test.yaml", tests)
-    proc = run([promtool, "test", "rules", str(tests / "stall_short_rate_window.test.yaml")])
+    shutil.copy(FIXTURES / "promtool" / fixture, tests)
+    proc = run([promtool, "test", "rules", str(tests / fixture)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
