@@ -197,8 +197,8 @@ def headline(timeline: Timeline, device_phases: list[Phase], throttled: list[tup
 
 
 def _spans_text(spans: list[tuple[float, float]]) -> str:
-    """"from 14:46:01 to 14:47:16 and ..."; a span within one second (an alert that began as its load ended, counted
-    for that load) is "at 14:47:16"."""
+    """The spans in words, "from 14:46:01 to 14:47:16 and ..."; a span within one second (an alert that began as its
+    load ended, counted for that load) reads "at 14:47:16"."""
     return " and ".join(f"at {hhmmss(a)}" if hhmmss(a) == hhmmss(b) else f"from {hhmmss(a)} to {hhmmss(b)}"
                         for a, b in spans[:3]) + (" and later" if len(spans) > 3 else "")
 
