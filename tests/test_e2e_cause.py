@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fioscope_mixin.cause import CAUSES
+from fioscope_mixin.names import THROTTLING_ALERTS
 from helpers.cli import fioscope_command
 from helpers.dashboard_queries import substitute
 from helpers.lab import e2e_overrides, fio_in_cgroup, fio_job, lab_disks, lay_out, require_root_lab, started, stop_fio
@@ -210,6 +211,8 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
                                                                         "fioscope:disk_queue_size")}
             fired = alert(prom, "FioscopeDiskCauseNoisyNeighbour", dev)
             shown = cause_row(prom, dev, onset - 60, time.time())
+            paged_as_cap = {series["metric"]["alertname"] for series in prom.query_range(
+                f'ALERTS{{alertname=~"{"|".join(THROTTLING_ALERTS)}",alertstate="firing",device="{dev}"}}', onset, time.time(), 5)}
         finally:
             captured = stop_capture(capture) if capture else None
             for proc in loads:
@@ -222,6 +225,8 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
         assert set(seen) == {"noisy_neighbour"}, f"other causes named for the victim: {seen}"
         assert fired, "FioscopeDiskCauseNoisyNeighbour did not fire"
         assert "no ceiling" in fired["annotations"]["description"] and "at its normal latency" in fired["annotations"]["description"]
+        # no cap paged for it: the victim's fio job sits under the rate it did before the neighbour came
+        assert not paged_as_cap, f"the victim was paged as throttled: {sorted(paged_as_cap)}"
         # the dashboard's cause row: the neighbour, and no other cause, for the minute before onset and the episode
         print(f"[noisy neighbour] the dashboard's cause row showed: {sorted(shown)}")
         assert shown == {"not slow", "noisy neighbour"}, shown
@@ -236,6 +241,7 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
         assert {e["cause"] for e in named} == {"noisy_neighbour"}, named
         assert min(e["start"] for e in named) - onset <= NAMED_WITHIN + 15, named
         assert f"slow because of {NEIGHBOUR_WORDS}" in device["verdict"] and "no ceiling" in device["verdict"], device["verdict"]
+        assert device["throttled"] == [], f"the report calls the victim throttled: {device['verdict']}"
         page = rendered(bundle, tmp_path)
         [headline] = page.of("headline", device=dev)
         assert f"slow because of {NEIGHBOUR_WORDS}" in headline["text"], headline["text"]

@@ -11,7 +11,8 @@ cause each device gets at every evaluation; from that:
     python3 alerts/tests/cause_scenarios.py --matrix   # print scenario, cause, seconds to naming, alerts
 
 Generation refuses a result that contradicts an expectation: a cause not named within two minutes of its episode's
-onset, another cause ever named for the device, or any cause on a healthy control.
+onset, another cause ever named for the device, any cause on a healthy control, or a throttling alert on a device that
+no cap holds (a neighbour, a stall or a wait above the disk is never paged as a cap).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class Case:
     fio: Fio | None = None
     alert: tuple[str, str] | None = None  # (alert, severity) that must fire for it
     phrase: str = ""  # ... whose description contains this
+    pages: tuple[str, ...] = ()  # the throttling alerts that page for it (none other may fire on the device)
     note: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -198,12 +200,13 @@ CASES = [
          Device("c7", "vdb", window(capped_writeback, ONSET, EPISODE_END), discards=False), "writeback_cliff",
          fio=Fio(ONSET, EPISODE_END + 30, write_bw=lambda t: 96 * MIB if t < ONSET + 30 else 24 * MIB),
          alert=(n.ALERT_DISK_CAUSE_WRITEBACK_CLIFF, "info"), phrase="; the fio job writes at 24MiB/s (its peak in the last 10m: 96MiB/s)",
+         pages=(n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD,),
          note="the cap pages (FioscopeDiskThrottledUnderFioLoad), fio's cliff too: the cause alert is info"),
     Case("provider cap: 700 r/s + 300 w/s", Device("c8", "vdb", window(sc.iops_cap, ONSET, END)), "provider_cap",
-         alert=(n.ALERT_DISK_CAUSE_PROVIDER_CAP, "info"), phrase="the provider's cap on the volume"),
+         alert=(n.ALERT_DISK_CAUSE_PROVIDER_CAP, "info"), phrase="the provider's cap on the volume", pages=(n.ALERT_DISK_THROTTLED,)),
     Case("provider cap: burst credits spent (3,000 IOPS for 5 min, then 300)",
          Device("c9", "vdb", window(sc.burst_then_cap, ONSET, END)), "provider_cap", onset=ONSET + 300,
-         alert=(n.ALERT_DISK_CAUSE_PROVIDER_CAP, "info"), phrase="burst credits exhausted"),
+         alert=(n.ALERT_DISK_CAUSE_PROVIDER_CAP, "info"), phrase="burst credits exhausted", pages=(n.ALERT_DISK_THROTTLED_AFTER_BURST,)),
     Case("device maximum: a local NVMe streaming 3 GB/s", Device("c10", "nvme0n1", window(sc.nvme_streaming, ONSET, END, light_nvme),
                                                                  hardware=sc.SAMSUNG, discards=False), "device_max",
          alert=(n.ALERT_DISK_CAUSE_DEVICE_MAX, "info"), phrase="the device's own maximum"),
@@ -231,7 +234,7 @@ CASES = [
     # the device did lately is the cap's, never a neighbour's.
     Case("provider cap met by twice the demand: 700 r/s + 300 w/s at the normal, then the same at the cap",
          Device("c11", "vdb", window(sc.iops_cap, ONSET, END, at_cap_level_normal)), "provider_cap",
-         alert=(n.ALERT_DISK_CAUSE_PROVIDER_CAP, "info"), phrase="the provider's cap on the volume"),
+         alert=(n.ALERT_DISK_CAUSE_PROVIDER_CAP, "info"), phrase="the provider's cap on the volume", pages=(n.ALERT_DISK_THROTTLED,)),
     # the lab's neighbour under a capture: the victim is a fio job (fio's two-scrape window decides at 15 s), paced at
     # 750 reads/s, then a bursty neighbour leaves it a drifting 420 +- 20 % at its queue of 16. Two scrapes within 5 %
     # happen by chance: a "ceiling" under the rate the victim did before, never a cap (the provider's cap was named
@@ -306,8 +309,13 @@ def _labels_of(text: str) -> dict[str, str]:
     return dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', text))
 
 
+# the cause alerts, and the throttling alerts: a neighbour, a stall or a wait above the disk is never paged as a cap
+OBSERVED_ALERTS = (*n.CAUSE_ALERTS, *n.THROTTLING_ALERTS)
+
+
 def observe(rules_dir: Path, line: str = "2") -> tuple[Seen, dict[tuple[str, str, int], list[dict]]]:
-    """Every evaluation's causes per device, and every cause alert firing: (alert, "host/device", t) -> [labels, annotations]."""
+    """Every evaluation's causes per device, and every cause or throttling alert firing: (alert, "host/device", t) ->
+    [labels, annotations]."""
     promtool = sc.promtool_of(line)
     if not promtool:
         raise SystemExit(f"cause_scenarios.py: promtool of Prometheus {sc.LINE_NAMES[line]} is not installed")
@@ -317,7 +325,7 @@ def observe(rules_dir: Path, line: str = "2") -> tuple[Seen, dict[tuple[str, str
             "tests": [{"interval": f"{STEP}s", "input_series": input_series(),
                        "promql_expr_test": [{"expr": CAUSE_EXPR, "eval_time": duration(t), "exp_samples": []} for t in times],
                        "alert_rule_test": [{"eval_time": duration(t), "alertname": a, "exp_alerts": []}
-                                           for t in times for a in n.CAUSE_ALERTS]}]}
+                                           for t in times for a in OBSERVED_ALERTS]}]}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "observe.test.yaml"
         path.write_text(yaml.safe_dump(test, width=1 << 20))
@@ -377,16 +385,17 @@ def judge(seen: Seen, alerts) -> tuple[list[Row], list[str]]:
             problems.append(f"{case.name}: {case.alert[0]} ({case.alert[1]}) never fired")
         elif case.alert and case.phrase not in row.description:
             problems.append(f"{case.name}: {case.phrase!r} not in {row.description!r}")
-        for (name, k, _t), _a in alerts.items():
-            if k == key and (not case.alert or name != case.alert[0]):
-                problems.append(f"{case.name}: {name} fired")
-                break
+        fired = {name for (name, k, _t) in alerts if k == key}
+        for name in sorted(fired - {case.alert[0] if case.alert else "", *case.pages}):
+            problems.append(f"{case.name}: {name} fired")
+        for name in sorted(set(case.pages) - fired):
+            problems.append(f"{case.name}: {name} never paged")
     return rows, problems
 
 
 def build_test(seen: Seen, alerts, rules_dir: Path) -> dict:
     """The causes of every device every minute and at each episode's naming (and one evaluation before); each cause
-    alert where it first fires (every device it fires on then) and where it is silent."""
+    and throttling alert where it first fires (every device it fires on then) and where it is silent."""
     times = set(range(ONSET - 60, END + 1, 60))
     for case in CASES:
         key = f"{case.device.host}/{case.device.device}"
@@ -401,7 +410,7 @@ def build_test(seen: Seen, alerts, rules_dir: Path) -> dict:
 
     expr_tests = [{"expr": CAUSE_EXPR, "eval_time": duration(t), "exp_samples": samples(t)} for t in sorted(times)]
     alert_tests = []
-    for name in n.CAUSE_ALERTS:
+    for name in OBSERVED_ALERTS:
         fired = sorted({t for (a, _k, t) in alerts if a == name})
         if not fired:
             continue

@@ -21,6 +21,7 @@ from fioscope_mixin.alerts import (
     HOST,
     LOCAL,
     ceiling_at_peak,
+    ceiling_held,
     device_query,
     device_series,
     disk_value,
@@ -78,11 +79,6 @@ def _unit(expr: str) -> str:
 FIO_WRITE_BW = 'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}'
 FIO_RUNNING = "on (%(fioResult)s) fio_run_running{%(fioSelector)s} == 1"
 
-
-def _held(window: str, span: str = "%(cause_hold)s", samples: str = "%(cause_min_samples)s") -> str:
-    return f"{BY_DEVICE} (count_over_time({n.DISK_CEILING}{{window=\"{window}\"}}[{span}]) >= {samples})"
-
-
 # the device at its provider's ceiling or its own, as the throttling alerts judge it: a ceiling in fio's window while fio
 # loads the device, or in the any-workload window, each at the most the device did lately (a plateau under an earlier,
 # higher rate is demand, unless burst credits ran out: the step-down; each in the ceiling's own direction); held
@@ -91,9 +87,9 @@ def _held(window: str, span: str = "%(cause_hold)s", samples: str = "%(cause_min
 # share of a backend is flat in two now and then, under the rate the victim did before the neighbour came (a capture
 # on the lab's noisy neighbour named the provider's cap for 15-30 s stretches, which broke the neighbour's episode)
 SHORT_AT_PEAK = ceiling_at_peak("short", "%(fioWindow)s", ceiling="max_over_time(%s[%%(cause_hold)s])")
-CEILING = (f"(\n  {_held('short', '%(window)s', '%(windowSamples)s')} and on (%(clusterLabels)shost, device) {n.DISK_FIO_LOAD}\n"
+CEILING = (f"(\n  {ceiling_held('short', '%(window)s', '%(windowSamples)s')} and on (%(clusterLabels)shost, device) {n.DISK_FIO_LOAD}\n"
            f"    and {ON} (\n{SHORT_AT_PEAK}\nor {CEILING_AFTER_STEP_DOWN}\n  )\n"
-           f"  or {_held('long')} and {ON} (\n{CEILING_AT_PEAK}\nor {CEILING_AFTER_STEP_DOWN}\n  )\n)\n"
+           f"  or {ceiling_held('long')} and {ON} (\n{CEILING_AT_PEAK}\nor {CEILING_AFTER_STEP_DOWN}\n  )\n)\n"
            f"and {ON} {n.DISK_UTIL_RATIO_IRATE} >= %(throttle_util_min_ratio)s")
 
 # requests in flight in every scrape of the window and under a tenth of a completion per second per request in flight:
