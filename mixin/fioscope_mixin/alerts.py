@@ -171,7 +171,8 @@ def alerts(s: dict) -> list[Alert]:
     commit_ms = f"{t['etcd_backend_commit_p99_seconds'] * 1000:g} ms"
     # throttle.held_at_level (off by default): a flat ceiling pages only once its rate has held at the level over two
     # consecutive windows (demand noise is flat by chance in one); the envelope (request sizes vary, every scrape on it)
-    # is no chance of a random rate. One scrape slower (90 s at 15 s scrapes); not yet measured on lab disks.
+    # is no chance of a random rate. One scrape slower (90 s at 15 s scrapes) in promtool; on lab disks a bandwidth
+    # cap under alternating request sizes dips at each phase change and paged 20 s later or never (docs/runbook.md).
     held = (f'\nand {ON} (\n  fioscope:disk_ceiling{{window="long",shape="envelope"}}\n  or {held_at_level("long")}\n)'
             if t["throttle"].get("held_at_level") else "")
     result = [
