@@ -178,7 +178,7 @@ C = n.ALERT_DISK_CAUSE_NOISY_NEIGHBOUR
 CASES = [
     Case("noisy neighbour: own queue steady, IOPS 4,000 -> ~1,500 +-30 %, await ~3x, no ceiling",
          Device("c1", "vdb", window(NEIGHBOUR, ONSET, EPISODE_END, NEIGHBOUR_BEFORE), discards=False), "noisy_neighbour",
-         alert=(C, "warning"), phrase="x the device's normal of 50"),
+         alert=(C, "warning"), phrase="x the device's normal of "),
     Case("noisy neighbour (lab shape): a paced 1,500 reads/s victim at 6.2 ms and 636 r/s",
          Device("c2", "vdb", window(PACED_VICTIM, ONSET, EPISODE_END, PACED_BEFORE), discards=False), "noisy_neighbour",
          alert=(C, "warning"), phrase="IO/s it carried on average at its normal latency"),

@@ -509,6 +509,14 @@ SCENARIOS += [
              [Device("e4", "vdb", after_onset(neighbour_takes_a_share, light_fast), discards=False)], {}),
 ]
 
+# last, so that every earlier scenario keeps its seeds: the noisy neighbour after a scrape gap on eight more seeds (each
+# device its own). Its rate is random, flat by chance in one window now and then: without the held-at-its-level test
+# some of these seeds paged "reads flat" (throttle.held_at_level: false)
+SCENARIOS += [
+    Scenario("healthy: noisy neighbour after a 2-minute scrape gap, eight more seeds",
+             [Device("g6", f"vd{c}", after_onset(noisy_neighbour), gaps=(GAP,)) for c in "bcdefghi"], {}),
+]
+
 COUNTERS = [  # node_exporter counter, per-second increment from a Sample
     ("node_disk_reads_completed_total", lambda s: s.r),
     ("node_disk_writes_completed_total", lambda s: s.w),

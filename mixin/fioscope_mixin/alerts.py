@@ -129,6 +129,8 @@ def ceiling_at_peak(window_name: str = "long", window: str = "%(window)s", ceili
 
 
 CEILING_AT_PEAK = ceiling_at_peak()
+# a bandwidth ceiling's dimensions (bytes/s flat while the IOPS swing)
+BANDWIDTH_DIMENSIONS = "|".join(bytes_dim for _, _, bytes_dim, _, _ in PAIRS)
 
 
 def ceiling_held(window_name: str, span: str = "%(cause_hold)s", samples: str = "%(cause_min_samples)s") -> str:
@@ -169,11 +171,13 @@ def alerts(s: dict) -> list[Alert]:
     t = s["thresholds"]
     fsync_ms = f"{t['etcd_fsync_p99_seconds'] * 1000:g} ms"
     commit_ms = f"{t['etcd_backend_commit_p99_seconds'] * 1000:g} ms"
-    # throttle.held_at_level (off by default): a flat ceiling pages only once its rate has held at the level over two
-    # consecutive windows (demand noise is flat by chance in one); the envelope (request sizes vary, every scrape on it)
-    # is no chance of a random rate. One scrape slower (90 s at 15 s scrapes) in promtool; on lab disks a bandwidth
-    # cap under alternating request sizes dips at each phase change and paged 20 s later or never (docs/runbook.md).
-    held = (f'\nand {ON} (\n  fioscope:disk_ceiling{{window="long",shape="envelope"}}\n  or {held_at_level("long")}\n)'
+    # throttle.held_at_level (on by default): a flat IOPS ceiling pages only once the IOPS held at the level over two
+    # consecutive windows (demand noise of one request size is flat by chance in one: noisy-neighbour controls paged
+    # on 6-9 of 20 seeds); the envelope and a bandwidth ceiling (request sizes vary, every scrape on it) are no chance
+    # of a random rate, and a bandwidth cap's bytes/s dip at each change of size (on lab disks, held paged 20 s later
+    # or never). One scrape slower for an IOPS cap (90 s at 15 s scrapes).
+    held = (f'\nand {ON} (\n  fioscope:disk_ceiling{{window="long",shape="envelope"}}'
+            f'\n  or fioscope:disk_ceiling{{window="long",dimension=~"{BANDWIDTH_DIMENSIONS}"}}\n  or {held_at_level("long")}\n)'
             if t["throttle"].get("held_at_level") else "")
     result = [
         Alert(n.ALERT_FSYNC_TOO_SLOW_FOR_ETCD, "critical", FSYNC_RUN + " > %(etcd_fsync_p99_seconds)s", "fsync",

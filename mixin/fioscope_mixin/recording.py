@@ -128,7 +128,11 @@ STALLED = Record(n.DISK_STALLED_IN_FLIGHT, (
 # load's await while util has already dropped (a baseline taken then hides the next throttling). The newest scrape's
 # util from the counter itself: this group runs on its own schedule, and where it evaluates after a scrape but before
 # the envelope group has recorded that scrape's util, a load's first scrape (its await already in the rate-window
-# average) passed as unsaturated: a few such normals at 5-10x the true one and a fresh device's median flips.
+# average) passed as unsaturated: a few such normals at 5-10x the true one and a fresh device's median flips. And the
+# minute averaged is the one before the last (offset baselineInterval), judged by every scrape up to now: a load that
+# began within it has a first scrape only partly loaded (util under the bound, its await already the load's), which
+# no test of that minute's own scrapes tells from a light minute, but its next scrapes are busy (at 15 s scrapes all
+# three capped lab disks of one run took a normal of 2.6-10 ms for 0.2 ms so).
 UNSATURATED = ("\nand " + ON + " max_over_time(fioscope:disk_util_ratio:irate[%(baselineUtilLookback)s]) < %(unsaturatedUtil)s"
                "\nand " + ON + " " + _irate("util") + " < %(unsaturatedUtil)s")
 
@@ -137,7 +141,8 @@ def _direction_unsaturated(time_rate: str, iops: str) -> str:
     """A direction's mean await over the interval, weighted by its requests; absent in a minute without any (its
     await column reads 0 then, which must not become a normal), and in a minute whose busy time did not move (a few
     sub-millisecond requests under the counter's millisecond: a normal of 0 s makes every await look slow)."""
-    return (f"(avg_over_time({time_rate}[%(baselineInterval)s]) > 0) / (avg_over_time({iops}[%(baselineInterval)s]) > 0)"
+    return (f"(avg_over_time({time_rate}[%(baselineInterval)s] offset %(baselineInterval)s) > 0)"
+            f" / (avg_over_time({iops}[%(baselineInterval)s] offset %(baselineInterval)s) > 0)"
             + UNSATURATED)
 
 
@@ -146,7 +151,8 @@ def _median(unsaturated: str) -> str:
 
 
 BASELINE = [
-    Record(n.DISK_AWAIT_UNSATURATED_SECONDS, "avg_over_time(fioscope:disk_await_seconds[%(baselineInterval)s]) > 0" + UNSATURATED),
+    Record(n.DISK_AWAIT_UNSATURATED_SECONDS,
+           "avg_over_time(fioscope:disk_await_seconds[%(baselineInterval)s] offset %(baselineInterval)s) > 0" + UNSATURATED),
     Record(n.DISK_AWAIT_BASELINE_SECONDS, _median(n.DISK_AWAIT_UNSATURATED_SECONDS)),
     Record(n.DISK_READ_AWAIT_UNSATURATED_SECONDS, _direction_unsaturated(R_TIME, R)),
     Record(n.DISK_READ_AWAIT_BASELINE_SECONDS, _median(n.DISK_READ_AWAIT_UNSATURATED_SECONDS)),
@@ -315,17 +321,20 @@ def held_flat(window_name: str, window: str, ddir: str, iops: str, bytes_: str) 
 
 
 def held_at_level(window_name: str) -> str:
-    """Some direction's rate flat at a level it has not moved above lately: held flat (fioscope:disk_held_flat_mean), and
-    every per-scrape sample of this window and the previous evaluation's (heldWindow) within ceiling_tolerance of the
-    rate's peak over peak_lookback. A ceiling holds its rate under a level for a sustained time; demand noise is flat in
+    """Some direction's IOPS flat at a level they have not moved above lately: held flat (fioscope:disk_held_flat_mean),
+    and every per-scrape sample of this window and the previous evaluation's (heldWindow) within ceiling_tolerance of
+    the peak over peak_lookback. A ceiling holds its rate under a level for a sustained time; demand noise is flat in
     one five-sample window by chance now and then (all but one sample within 5 % of the window's peak, or a small
     sample stddev: a noisy neighbour at 800-1,400 reads/s paged on about half its seeds), but all six samples of two
     consecutive windows at the top of the last five minutes it is almost never. One scrape more than the flat test:
-    the first alert 15 s later; a pause or a ramp scrape lapses the test (keep_firing_for bridges it)."""
+    the first alert 15 s later; a pause or a ramp scrape lapses the test (keep_firing_for bridges it). IOPS only: a
+    bandwidth ceiling is named where the IOPS swing (request sizes vary), which demand noise of one size never is, and
+    a bandwidth cap's bytes/s dip a scrape at each change of request size (on lab disks, six at the level paged 20 s
+    later or never)."""
     return "\n  or ".join(
-        f'{HELD_FLAT}{{ddir="{ddir}",window="{window_name}",rate="{name}"}}\n'
-        f'    and {ON} {n.DISK_RECENT_PEAK}{{ddir="{ddir}",rate="{name}"}} <= {ON} (1 + %(throttle_ceiling_tolerance)s) * min_over_time({rate}[%(heldWindow)s])'
-        for ddir, _, _, iops, bytes_ in PAIRS for name, rate in (("iops", iops), ("bytes", bytes_)))
+        f'{HELD_FLAT}{{ddir="{ddir}",window="{window_name}",rate="iops"}}\n'
+        f'    and {ON} {n.DISK_RECENT_PEAK}{{ddir="{ddir}",rate="iops"}} <= {ON} (1 + %(throttle_ceiling_tolerance)s) * min_over_time({iops}[%(heldWindow)s])'
+        for ddir, _, _, iops, _ in PAIRS)
 
 
 def ceilings(window_name: str, window: str, ddir: str, iops_dim: str, bytes_dim: str, iops: str, bytes_: str) -> list[Record]:
