@@ -64,7 +64,8 @@ def params(s: dict) -> dict[str, str]:
         "baselineInterval": thr["baseline_interval"],
         # the span a baseline sample's await covers: its interval of rate-window averages (each reaching rateWindow back)
         # the averaged minute (the one before the last), its rate window, and every scrape since
-        "baselineUtilLookback": f"{2 * duration(s, 'thresholds', 'throttle', 'baseline_interval') + duration(s, 'stack', 'rate_window'):g}s",
+        "baselineUtilLookback":
+            f"{2 * duration(s, 'thresholds', 'throttle', 'baseline_interval') + duration(s, 'stack', 'rate_window'):g}s",
         "stepDownLookback": thr["step_down_lookback"],
         "peakLookback": thr["peak_lookback"],
         "queueWindow": t["queue_window"],
