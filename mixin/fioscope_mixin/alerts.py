@@ -133,10 +133,13 @@ CEILING_AT_PEAK = ceiling_at_peak()
 BANDWIDTH_DIMENSIONS = "|".join(bytes_dim for _, _, bytes_dim, _, _ in PAIRS)
 
 
+# one series per device of node_exporter's labels (a device's ceilings are one per dimension)
+BY_DEVICE = "max by (%(clusterLabels)shost, instance, job, device)"
+
+
 def ceiling_held(window_name: str, span: str = "%(cause_hold)s", samples: str = "%(cause_min_samples)s") -> str:
     """Some ceiling of ``window_name`` recorded in at least ``samples`` evaluations within ``span``."""
-    return (f"max by (%(clusterLabels)shost, instance, job, device) "
-            f"(count_over_time({n.DISK_CEILING}{{window=\"{window_name}\"}}[{span}]) >= {samples})")
+    return f"{BY_DEVICE} (count_over_time({n.DISK_CEILING}{{window=\"{window_name}\"}}[{span}]) >= {samples})"
 
 
 # Under fio the same tests in fio's window, which holds two scrapes at 15 s: a victim's share of a backend that a

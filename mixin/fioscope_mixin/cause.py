@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from fioscope_mixin import names as n
 from fioscope_mixin.alerts import (
+    BY_DEVICE,
     CEILING_AFTER_STEP_DOWN,
     CEILING_AT_PEAK,
     HOST,
@@ -33,7 +34,6 @@ from fioscope_mixin.rule import ON, Alert, Record, fmt, params
 ON_HOST = "on (%(clusterLabels)sinstance, job)"
 # a fio result (job fioscope) and node_exporter's device (job node) share only host and device
 ON_DEVICE = "on (%(clusterLabels)shost, device)"
-BY_DEVICE = "max by (%(clusterLabels)shost, instance, job, device)"
 
 SLOW = n.DISK_SLOW_AWAIT_RATIO
 CAUSE = n.DISK_SLOW_CAUSE

@@ -62,8 +62,8 @@ def params(s: dict) -> dict[str, str]:
         "fioWindowSamples": fmt(max(2, int(fio_window / scrape + 1e-9))),
         "windowSamples": fmt(max(3, int(window / scrape + 1e-9))),
         "baselineInterval": thr["baseline_interval"],
-        # the span a baseline sample's await covers: its interval of rate-window averages (each reaching rateWindow back)
-        # the averaged minute (the one before the last), its rate window, and every scrape since
+        # the span a baseline sample's util is judged over: its averaged interval (the one before the last) of
+        # rate-window averages (each reaching rateWindow back), and every scrape since
         "baselineUtilLookback":
             f"{2 * duration(s, 'thresholds', 'throttle', 'baseline_interval') + duration(s, 'stack', 'rate_window'):g}s",
         "stepDownLookback": thr["step_down_lookback"],
