@@ -44,6 +44,12 @@ def test_offline_diagnosis_capped_disk_is_throttled_at_the_lab_cap(tmp_path):
     assert throttled["data-ok"] == "false", throttled["text"]
     assert abs(float(throttled["data-ceiling-iops"]) - LAB_CAP_IOPS) <= 0.1 * LAB_CAP_IOPS
     assert throttled["data-alerts"] == "FioscopeDiskThrottledUnderFioLoad"  # the rule by name beside the plain words
+    # issue 29: the capture of a capped lab disk names the provider's cap as the slow episode's cause, and nothing else
+    [headline] = page.of("headline", device=device)
+    assert "slow because of the provider's cap on the volume" in headline["text"], headline["text"]
+    [capped] = [d for d in json.loads((out / "report.json").read_text())["devices"] if d["device"] == device]
+    assert capped["cause"]["key"] == "provider_cap" and capped["cause_episodes"], capped["cause"]
+    assert {e["cause"] for e in capped["cause_episodes"]} == {"provider_cap"}, capped["cause_episodes"]
     [sla] = page.of("fio-sla", jobname="rand-read-iops")
     assert sla["data-ok"] == "false" and "SLA its target declares (30 ms)" in sla["text"]  # ~640 ms p99 behind the cap
     # the host's own disk carried no capped load
@@ -59,6 +65,8 @@ def test_offline_diagnosis_healthy_disk_is_not_throttled(tmp_path):
     report = offline_diagnosis([str(IOSTAT / "healthy.json")], str(IOSTAT / "healthy-results"), None)
     throttled = [v for v in report.verdicts if v.kind == "throttled"]
     assert throttled and all(v.ok for v in throttled), [v.text for v in throttled]
+    headlines = [v.text for v in report.verdicts if v.kind == "headline"]
+    assert headlines and not any("slow because" in text for text in headlines), headlines  # no cause on a healthy disk
     assert [v.ok for v in report.verdicts if v.kind == "alerts"] == [True]
 
 
