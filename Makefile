@@ -40,7 +40,7 @@ lint:
 	$(PYTHON) -m ruff check --config exporter/pyproject.toml exporter/ mixin/
 	$(PYTHON) -m mypy --config-file exporter/pyproject.toml exporter/fioscope mixin/fioscope_mixin
 
-# the benchmarks reuse the tests' helpers (tests/ on the path, as pytest.ini puts it there for the tests)
+# the benchmarks reuse the tests' helpers (each puts tests/ on its path, as pytest.ini does for the tests)
 # Grafana's dashboard linter on every committed dashboard, with dashboards/.lint's exclusions (scripts/setup.sh builds it)
 DASHBOARD_LINTER ?= $(HOME)/.cache/fioscope/dashboard-linter-$(shell sed -n 's/^DASHBOARD_LINTER_VERSION=//p' scripts/setup.sh)/dashboard-linter
 lint-dashboards:

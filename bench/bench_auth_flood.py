@@ -8,7 +8,7 @@ no cache of failures helps; ``--same-password`` sends one wrong password over an
 Prints the median and p90 of each and how many
 flood requests were answered (all with 401).
 
-Usage: PYTHONPATH=tests python3 bench/bench_auth_flood.py [--clients 48] [--scrapes 50] [--same-password]
+Usage: python3 bench/bench_auth_flood.py [--clients 48] [--scrapes 50] [--same-password]
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ import time
 from pathlib import Path
 
 import bcrypt
-from helpers.net import free_port, wait_for
-from helpers.paths import checkout_env
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' helpers, run from anywhere
+from helpers.net import free_port, wait_for  # noqa: E402
+from helpers.paths import checkout_env  # noqa: E402
 
 PASSWORD = "right"
 

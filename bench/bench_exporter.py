@@ -11,7 +11,7 @@
    directory of 10 000 result files (runs of 100 jobs).
 
 Targets (issue 2): 1 job <= 2 ms median, 100 jobs < 50 ms, RSS <= 40 MiB, CPU < 3 % of a core.
-Usage: PYTHONPATH=tests python3 bench/bench_exporter.py [--fio-seconds 30] [--only first-render,startup,scrape,cpu]
+Usage: python3 bench/bench_exporter.py [--fio-seconds 30] [--only first-render,startup,scrape,cpu]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -28,6 +29,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "fixtures" / "fio-outputs" / "fio-3.33"
+sys.path.insert(0, str(REPO / "tests"))  # the tests' helpers, run from anywhere
 from helpers.cli import fioscope_command  # noqa: E402
 from helpers.net import free_port, wait_for  # noqa: E402
 

@@ -21,7 +21,7 @@ status, so a size whose Prometheus is slow still prints its figures (at 2,000 ho
 queries took more than 10 s). A size whose memory (estimated from the previous size) would not fit in the
 memory available is skipped with a line saying so.
 
-Usage: PYTHONPATH=tests python3 bench/bench_fleet.py [--hosts 50,200,500] [--engine single|thanos] [--shards N]
+Usage: python3 bench/bench_fleet.py [--hosts 50,200,500] [--engine single|thanos] [--shards N]
        [--interval 15s] [--cycles 6] [--top 5]
 Note: the data is minutes old, so a 6 h window (the await baseline) holds minutes of samples, not 6 h.
 """
@@ -48,6 +48,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # the tests' helpers, run from anywhere
 from fioscope_mixin.hosts import host_groups  # noqa: E402
 from fioscope_mixin.units import parse_duration as seconds  # noqa: E402
 from helpers.dashboard_queries import dashboard_queries, substitute  # noqa: E402

@@ -5,7 +5,7 @@ Runs one profile with ``fioscope run`` into a scratch results directory, then fo
 job, direction and stage with json+ bins prints fio's p99, the p99 Prometheus would compute
 from the exporter's buckets, and the error. Prints figures, asserts nothing.
 
-Usage: PYTHONPATH=tests python3 bench/bench_histogram.py PROFILE --target.dir DIR [--env K=V ...] [--target.cgroup CG]
+Usage: python3 bench/bench_histogram.py PROFILE --target.dir DIR [--env K=V ...] [--target.cgroup CG]
   e.g. etcd-wal on /var/tmp (fast fsync), rand-read-iops (healthy random read), a throttled lab disk.
 """
 
@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # the tests' helpers, run from anywhere
 from fioscope.histogram import BUCKET_BOUNDS, bucket_counts  # noqa: E402
 from fioscope.parser import parse_file  # noqa: E402
 from helpers.cli import fioscope  # noqa: E402

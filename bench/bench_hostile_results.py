@@ -6,7 +6,7 @@
   --files F             with --jobs: F such files (series per exporter)
 
 Prints the /metrics size, the scrape time (median of 5), the exporter's RSS and the rejected count.
-Usage: PYTHONPATH=tests python3 bench/bench_hostile_results.py --jobs 5000
+Usage: python3 bench/bench_hostile_results.py --jobs 5000
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from helpers import corpus
-from helpers.net import free_port, wait_for
-from helpers.paths import FIO_OUTPUTS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' helpers, run from anywhere
+from helpers import corpus  # noqa: E402
+from helpers.net import free_port, wait_for  # noqa: E402
+from helpers.paths import FIO_OUTPUTS  # noqa: E402
 
 
 def rss_mib(pid: int) -> float:

@@ -6,7 +6,7 @@ Holds IDLE idle connections and HALF half-sent requests open against a real
 scrapes and reads the server's thread count from /proc. Run with --idle 2000 to see the
 connection cap shed load (the scrapes must still answer).
 
-Usage: PYTHONPATH=tests python3 bench/bench_http_hold.py [--idle 500] [--half 20] [--scrapes 50]
+Usage: python3 bench/bench_http_hold.py [--idle 500] [--half 20] [--scrapes 50]
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ import argparse
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # the tests' helpers, run from anywhere
 from helpers.cli import fioscope_command  # noqa: E402
 from helpers.net import free_port, wait_for  # noqa: E402
 
