@@ -443,6 +443,8 @@ def main() -> int:
         seconds(args.interval)
     except ValueError as exc:  # UnitError is a ValueError
         parser.error(f"--hosts/--interval/--warmup/--alert-wait: {exc}")
+    if min(sizes) < 1 or seconds(args.interval) <= 0 or args.cycles < 1 or (args.shards is not None and args.shards < 1):
+        parser.error("--hosts, --interval, --cycles and --shards must be positive")
     fleet = FleetServer()
     rows = []
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:

@@ -6,6 +6,7 @@ time, two devices), then times `fioscope report --iostat` end to end and prints 
 
 from __future__ import annotations
 
+import argparse
 import copy
 import datetime as dt
 import json
@@ -35,6 +36,7 @@ def day_of_iostat(path: Path, interval: int = 60) -> int:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         capture = Path(tmp) / "day.json"
         n = day_of_iostat(capture)
@@ -46,9 +48,10 @@ def main() -> int:
             print(proc.stderr, file=sys.stderr)
             return 1
         html = Path(tmp, "out", "report.html").read_text()
-        step = html.split("one point per ")[1].split(" s")[0]
+        devices = json.loads(Path(tmp, "out", "report.json").read_text())["devices"]
+        steps = ", ".join(sorted({f"{d['interval']:g} s{' (downsampled)' if d['downsampled'] else ''}" for d in devices}))
         print(f"offline diagnosis of 24 h of iostat ({n} samples x 2 devices): {took:.1f} s; "
-              f"one point per {step} s; report.html {len(html) / 1e6:.1f} MB")
+              f"one point per {steps}; report.html {len(html) / 1e6:.1f} MB")
     return 0
 
 

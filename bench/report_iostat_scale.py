@@ -14,6 +14,7 @@ within 1 GiB and a minute; the hostile ones a clear line, fast.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -83,7 +84,10 @@ def run(case: str, tmp: Path) -> str:
 
 
 def main() -> int:
-    cases = sys.argv[1:] or ["week-10s", "day-1s"]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("cases", nargs="*", choices=[*CASES, "dev-zero"], metavar="CASE",
+                        help=f"one of {', '.join([*CASES, 'dev-zero'])} (default: week-10s day-1s)")
+    cases = parser.parse_args().cases or ["week-10s", "day-1s"]
     with tempfile.TemporaryDirectory(prefix="fioscope-bench-", dir="/var/tmp") as tmp:
         for case in cases:
             print(run(case, Path(tmp)), flush=True)
