@@ -170,8 +170,8 @@ def startup(files: int, jobs: int) -> None:
         try:
             body = get(f"http://127.0.0.1:{port}/metrics", timeout=300)
             t1 = time.perf_counter()
-            print(f"startup with {files} result files of {jobs} jobs: {t1 - t0:.1f} s to the first /metrics ({len(body) / 2**20:.1f} MiB) | "
-                  f"RSS {rss_mib(proc.pid):.0f} MiB")
+            print(f"startup with {files} result files of {jobs} jobs: {t1 - t0:.1f} s to the first /metrics "
+                  f"({len(body) / 2**20:.1f} MiB) | RSS {rss_mib(proc.pid):.0f} MiB")
         finally:
             proc.terminate()
             proc.wait()

@@ -42,7 +42,8 @@ def main() -> int:
         n = day_of_iostat(capture)
         began = time.monotonic()
         proc = subprocess.run([sys.executable, "-m", "fioscope", "report", "--iostat", str(capture), "--output", f"{tmp}/out"],
-                              capture_output=True, text=True, check=False, env={"PYTHONPATH": str(REPO / "exporter"), "PATH": "/usr/bin:/bin"})
+                              capture_output=True, text=True, check=False,
+                              env={"PYTHONPATH": str(REPO / "exporter"), "PATH": "/usr/bin:/bin"})
         took = time.monotonic() - began
         if proc.returncode != 0:
             print(proc.stderr, file=sys.stderr)
