@@ -35,22 +35,22 @@ test-slow: setup
 e2e: setup
 	$(PYTHON) -m pytest -m e2e -s
 
-# static checks of the exporter and the mixin (settings in exporter/pyproject.toml)
+# static checks of the exporter, the mixin and the scripts beside them (settings in exporter/pyproject.toml)
 lint:
-	$(PYTHON) -m ruff check --config exporter/pyproject.toml exporter/ mixin/
+	$(PYTHON) -m ruff check --config exporter/pyproject.toml exporter/ mixin/ bench/ alerts/tests/
 	$(PYTHON) -m mypy --config-file exporter/pyproject.toml exporter/fioscope mixin/fioscope_mixin
 
-# the benchmarks reuse the tests' helpers (each puts tests/ on its path, as pytest.ini does for the tests)
 # Grafana's dashboard linter on every committed dashboard, with dashboards/.lint's exclusions (scripts/setup.sh builds it)
 DASHBOARD_LINTER ?= $(HOME)/.cache/fioscope/dashboard-linter-$(shell sed -n 's/^DASHBOARD_LINTER_VERSION=//p' scripts/setup.sh)/dashboard-linter
 lint-dashboards:
 	@for f in dashboards/*.json; do $(DASHBOARD_LINTER) lint --strict "$$f" || exit 1; done
 
+# the benchmarks reuse the tests' helpers (each puts tests/ on its own path, as pytest.ini does for the tests)
 bench: setup
-	PYTHONPATH=tests$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) bench/bench_exporter.py
+	$(PYTHON) bench/bench_exporter.py
 
 bench-fleet: setup
-	PYTHONPATH=tests$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) bench/bench_fleet.py
+	$(PYTHON) bench/bench_fleet.py
 
 # one more test host for the fleet's Prometheus (README "Fleet"): make add-host NAME=db-7 NODE=10.0.0.7:9100 FIOSCOPE=10.0.0.7:7963
 add-host:
