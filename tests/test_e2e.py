@@ -188,9 +188,11 @@ def test_every_dashboard_query_returns_data_during_a_run(tmp_path):
     disks = {"capped": {"kind": "throttled", "limits": {"read_iops": 700, "write_iops": 300, "independent": True}}}
     schedule = [
         {"job": "iodepth-sweep", "target": "capped", "start_delay": "1s", "env": {"RUNTIME": "2", "SIZE": "32m"}},
-        # light load first, a minute: the device's normal await (the baseline, 20 s averages here) exists
+        # light load first, two minutes: the device's normal await exists (the baseline, 20 s averages here, each
+        # recorded 20 s late and only once every scrape of the 60 s since is unsaturated: the sweep's deep queues end
+        # just before, and a one-minute light load never had a whole unsaturated minute plus the averaged 20 s)
         {"job": "cloud-sla-70-30", "target": "capped", "start_delay": "2s",
-         "env": {"RUNTIME": "60", "SIZE": "64m", "READ_IOPS": "20", "WRITE_IOPS": "10"}},
+         "env": {"RUNTIME": "120", "SIZE": "64m", "READ_IOPS": "20", "WRITE_IOPS": "10"}},
         {"job": "etcd-wal", "target": "capped", "start_delay": "3s", "env": {"SIZE": "1m"}},
         {"job": "cloud-sla-70-30", "target": "capped", "start_delay": "4s",
          "env": {"RUNTIME": "150", "SIZE": "256m", "READ_IOPS": "2100", "WRITE_IOPS": "900"}},
@@ -198,7 +200,7 @@ def test_every_dashboard_query_returns_data_during_a_run(tmp_path):
     with lab_stack(tmp_path, disks, schedule, scrape_interval=CAP_SCRAPE_INTERVAL) as (made, stack, webhook, prom):
         device = made["capped"].device_name
         wait_for(lambda: prom.value('fio_runs_total{jobname="etcd-wal"}') == 1 and prom.value('fio_run_running{jobname="cloud-sla-70-30"}') == 1,
-                 240, interval=1, what="sweep, light run and etcd-wal done; overload running")
+                 300, interval=1, what="sweep, light run and etcd-wal done; overload running")
         overload_start = time.time()
         # the sweep's deep queues may have paged already, and an alert keeps firing 3 minutes past its condition (one alert
         # per episode): the overload's page may be the sweep's alert still firing. Wait until the alert fires and the
