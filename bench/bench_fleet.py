@@ -439,11 +439,10 @@ def main() -> int:
         os.environ["PATH"] = f"{args.prometheus.resolve().parent}{os.pathsep}{os.environ['PATH']}"  # the native stack runs `prometheus`
     try:
         sizes = [int(h) for h in args.hosts.split(",")]
-        warmup, alert_wait = seconds(args.warmup), seconds(args.alert_wait)
-        seconds(args.interval)
+        warmup, alert_wait, interval = seconds(args.warmup), seconds(args.alert_wait), seconds(args.interval)
     except ValueError as exc:  # UnitError is a ValueError
         parser.error(f"--hosts/--interval/--warmup/--alert-wait: {exc}")
-    if min(sizes) < 1 or seconds(args.interval) <= 0 or args.cycles < 1 or (args.shards is not None and args.shards < 1):
+    if min(sizes) < 1 or interval <= 0 or args.cycles < 1 or (args.shards is not None and args.shards < 1):
         parser.error("--hosts, --interval, --cycles and --shards must be positive")
     fleet = FleetServer()
     rows = []

@@ -243,12 +243,18 @@ def test_comparison_of_two_tags_in_one_results_dir(sweep, capped_sweep, tmp_path
     # (whether the cap's deficit is significant depends on this machine's noise: the slow test judges that)
     by_dirs = fioscope("report", "--baseline", str(baseline), "--candidate", str(capped_sweep), "--output", str(tmp_path / "dirs"))
     assert by_dirs.returncode == 0, by_dirs.stderr
-    tagged, dirs = (comparison_verdicts((d / "report.html").read_text()) for d in (out, tmp_path / "dirs"))
+    tagged, dirs = (comparison_verdicts(d) for d in (out, tmp_path / "dirs"))
     assert tagged and tagged == dirs, (tagged, dirs)
     assert "fio comparison — baseline tag:config=plain vs candidate tag:config=capped" in (out / "report.html").read_text()
     missing = fioscope("report", "--results", str(both), "--baseline", "tag:config=nope", "--candidate", "tag:config=capped",
                        "--output", str(tmp_path / "none"))
     assert_one_line_failure(missing, tmp_path / "none", "--baseline", "no result matches")
+
+
+def comparison_verdicts(out: Path) -> list[tuple[str, dict]]:
+    """The comparison verdicts of a report (report.json, as the page shows them): text and data (significance)."""
+    verdicts = json.loads((out / "report.json").read_text())["verdicts"]
+    return [(v["text"], v["data"]) for v in verdicts if v["kind"] == "comparison"]
 
 
 def test_comparison_same_directory_is_no_significant_difference(sweep, tmp_path):
@@ -282,11 +288,6 @@ def test_comparison_names_each_direction_with_its_own_depths():
 
 
 # ---- bad input: one line, non-zero, no traceback, no file ----------------------------------------
-
-def comparison_verdicts(html: str) -> list[str]:
-    """The comparison verdicts of a report page, each as its significance and text."""
-    return re.findall(r'<li class="verdict[^"]*" data-kind="comparison"[^>]*( data-significant="\w+")>([^<]*)</li>', html)
-
 
 def assert_one_line_failure(proc: subprocess.CompletedProcess, out: Path, *words: str) -> None:
     assert proc.returncode != 0
