@@ -35,6 +35,29 @@ def test_promtool_check_rules_and_config(line):
     assert "2 rule files found" in proc.stdout
 
 
+def _record_readers() -> dict[str, set[str]]:
+    """Every recorded series of the generated rules and what reads it: an alert (its expression or annotations),
+    another rule, a dashboard, or the exporter's code (reports, capture)."""
+    rules = [rule for path in sorted(ALERTS.glob("*.rules.yaml"))
+             for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]]
+    readers: dict[str, set[str]] = {rule["record"]: set() for rule in rules if "record" in rule}
+    sources = [(rule.get("alert") or rule["record"], rule["expr"] + json.dumps(rule.get("annotations", {}))) for rule in rules]
+    sources += [(f"dashboard {path.name}", path.read_text()) for path in sorted((REPO / "dashboards").glob("*.json"))]
+    sources += [(f"exporter {path.name}", path.read_text()) for path in sorted((REPO / "exporter").rglob("*.py"))]
+    for name in readers:
+        reference = re.compile(re.escape(name) + r"(?![\w:])")
+        readers[name] = {source for source, text in sources if source != name and reference.search(text)}
+    return readers
+
+
+def test_every_recorded_series_is_read():
+    """A fleet pays for every recorded series of every device: none that no alert, rule, dashboard or report reads."""
+    readers = _record_readers()
+    assert len(readers) > 50
+    assert not [name for name, by in readers.items() if not by]
+    assert readers["fioscope:disk_read_merges_ratio"] == {"dashboard disk-under-load.json"}
+
+
 def test_alertmanager_config():
     amtool = require("amtool")
     proc = run([amtool, "check-config", str(REPO / "provisioning" / "alertmanager" / "alertmanager.yml")])

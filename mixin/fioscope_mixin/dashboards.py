@@ -223,6 +223,13 @@ def merges() -> timeseries.Panel:
               "iostat's rrqm/s and wrqm/s: requests merged with a neighbour in the queue before they reached the device.")
 
 
+def merged_share() -> timeseries.Panel:
+    return ts("Share of requests merged (%rrqm, %wrqm)", "percentunit",
+              per_device((n.DISK_READ_MERGES_RATIO, "%rrqm"), (n.DISK_WRITE_MERGES_RATIO, "%wrqm")),
+              "iostat's %rrqm and %wrqm: the share of requests merged before they reached the device. A sequential "
+              "stream through the page cache merges most of its requests; random I/O and O_DIRECT fio jobs almost none.")
+
+
 def iops() -> timeseries.Panel:
     return ts("IOPS (r/s, w/s, d/s, f/s)", "iops",
               per_device((n.DISK_READ_IOPS, "r/s"), (n.DISK_WRITE_IOPS, "w/s"), (n.DISK_DISCARD_IOPS, "d/s"), (n.DISK_FLUSH_IOPS, "f/s")),
@@ -329,7 +336,7 @@ def disk_dashboard() -> db.Dashboard:
     return rows(d, ("Verdict", [throttling_verdict, fio_running, inferred_ceiling, firing_alerts, disk_stack]),
                 ("Why is it slow (cause)", [slow_cause, slow_await_ratio, load_against_asked, cpu_and_io_pressure]),
                 ("CPU (iostat avg-cpu)", [cpu]),
-                ("Utilisation and merges", [utilisation, merges]),
+                ("Utilisation and merges", [utilisation, merges, merged_share]),
                 ("IOPS", [iops, iops_per_scrape]),
                 ("Latency", [latency, await_against_normal]),
                 ("Queue and request sizes", [queue, request_sizes]),
