@@ -9,8 +9,8 @@ The cases of the envelope issue, each a capped lab disk and an uncapped twin und
 Real fio runs inside the lab disk's cgroup (an application's load, not a fioscope job: the any-workload alert), real
 node_exporter, Prometheus with the project's rules at their default windows and `for:` durations, and Alertmanager
 delivering to a webhook; scrapes and evaluations every 5 s and every 15 s (the stack's default): one lab disk per shape,
-watched by both stacks at once. Each capped disk must have FioscopeDiskThrottled firing within two minutes of load start
-on each stack, naming its ceilings near the caps, and at the webhook Alertmanager's group_wait (the evaluation interval)
+watched by both stacks at once. Each capped disk must have FioscopeDiskThrottled firing by its stack's deadline
+(40 s after load start at 5 s scrapes, 100 s at 15 s), naming its ceilings near the caps, and at the webhook Alertmanager's group_wait (the evaluation interval)
 later at most; each twin stays silent. Run with -s for the figures (seconds from load start to firing and to the
 webhook, the description).
 
@@ -36,8 +36,13 @@ pytestmark = pytest.mark.e2e
 
 MIB = 1048576
 PAGES = ("FioscopeDiskThrottledUnderFioLoad", "FioscopeDiskThrottled", "FioscopeDiskThrottledAfterBurst", "FioscopeDiskQueueExploding")
-DEADLINE = 120  # any workload: first alert within two minutes of onset
 TWIN_WATCH = 20  # the twin is watched this long past the capped disk's alert (and at least 90 s of load)
+# any workload: the first alert after load start. The rules decide on four scrapes of the cap (60 s at 15 s, 20 s at
+# 5 s: promtool's 60 s after an onset at a scrape); on a live stack the load starts anywhere within a scrape interval
+# and the records reach the alerts' group up to an evaluation later: measured 25-28 s at 5 s scrapes, 78-79 s at 15 s
+# (2026-11-28). The deadlines leave more than a scrape for a slower machine or a later phase.
+DEADLINE = {"5s": 40, "15s": 100}
+LOAD_LIMIT = 120 + 45 + TWIN_WATCH  # the longest a capped load runs waiting for its pages
 
 
 def alternating(small: str, large: str, phase: int, depth: int, rounds: int) -> list[str]:
@@ -73,11 +78,11 @@ INTERVALS = ("5s", "15s")
 UNITS = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024, "Mi": MIB, "Gi": 1024 * MIB}
 SCENARIOS = {
     f"envelope: {name}": Scenario(
-        shape.kind, [shape.sections], DEADLINE + 45 + TWIN_WATCH, intervals=INTERVALS, limits=shape.limits, learn=True,
+        shape.kind, [shape.sections], LOAD_LIMIT, intervals=INTERVALS, limits=shape.limits, learn=True,
         stop=once_paged(("FioscopeDiskThrottled",), then=TWIN_WATCH, at_least=90),
-        twin=Scenario("healthy", [shape.sections], DEADLINE + 45 + TWIN_WATCH, intervals=INTERVALS, learn=True, physical=True,
+        twin=Scenario("healthy", [shape.sections], LOAD_LIMIT, intervals=INTERVALS, learn=True, physical=True,
                       phase=2, alone=True, stop=as_long_as(f"envelope: {name}", "FioscopeDiskThrottled", TWIN_WATCH, 90,
-                                                           DEADLINE + 45 + TWIN_WATCH)))
+                                                           LOAD_LIMIT)))
     for name, shape in SHAPES.items()}
 
 
@@ -121,9 +126,9 @@ def test_capped_disk_pages_naming_its_ceilings_and_its_twin_stays_silent(scenari
     assert normal_before and normal_after and normal_after <= 1.5 * normal_before, (
         f"{shape} at {interval}: the read normal moved under the capped load: {normal_before} s at its start, {normal_after} s at its end")
     assert hit and fired, f"{shape} at {interval}: no FioscopeDiskThrottled on {capped.disk.device_name} in {capped.end - start:.0f} s\n{timeline(capped, interval)}"
-    # the alert within two minutes; the page after Alertmanager's group_wait (the evaluation interval) more
-    assert fired - start <= DEADLINE, f"firing {fired - start:.0f} s after load start: {description}"
-    assert hit[0] - start <= DEADLINE + group_wait, f"{hit[0] - start:.0f} s to the webhook: {description}"
+    # the alert by its deadline; the page after Alertmanager's group_wait (the evaluation interval) more
+    assert fired - start <= DEADLINE[interval], f"firing {fired - start:.0f} s after load start: {description}"
+    assert hit[0] - start <= DEADLINE[interval] + group_wait, f"{hit[0] - start:.0f} s to the webhook: {description}"
     named = named_ceilings(description)
     # a page names the ceilings its window saw: at 15 s scrapes the 75 s window spans both request-size phases, so every
     # cap is named; at 5 s the window is five scrapes (25 s) and the first page comes inside one phase, where one cap binds

@@ -174,11 +174,11 @@ def alerts(s: dict) -> list[Alert]:
     t = s["thresholds"]
     fsync_ms = f"{t['etcd_fsync_p99_seconds'] * 1000:g} ms"
     commit_ms = f"{t['etcd_backend_commit_p99_seconds'] * 1000:g} ms"
-    # throttle.held_at_level (on by default): a flat IOPS ceiling pages only once the IOPS held at the level over two
-    # consecutive windows (demand noise of one request size is flat by chance in one: noisy-neighbour controls paged
-    # on 6-9 of 20 seeds); the envelope and a bandwidth ceiling (request sizes vary, every scrape on it) are no chance
-    # of a random rate, and a bandwidth cap's bytes/s dip at each change of size (on lab disks, held paged 20 s later
-    # or never). One scrape slower for an IOPS cap (90 s at 15 s scrapes).
+    # throttle.held_at_level (on by default): a flat IOPS ceiling pages only once every sample of the window is within
+    # held_tolerance of the most of the last five minutes (demand noise of one request size is flat by chance in one
+    # window: noisy-neighbour controls paged on 6-9 of 20 seeds); the envelope and a bandwidth ceiling (request sizes
+    # vary, every scrape on it) are no chance of a random rate, and a bandwidth cap's bytes/s dip at each change of
+    # size (on lab disks, held paged late or never).
     held = (f'\nand {ON} (\n  fioscope:disk_ceiling{{window="long",shape="envelope"}}'
             f'\n  or fioscope:disk_ceiling{{window="long",dimension=~"{BANDWIDTH_DIMENSIONS}"}}\n  or {held_at_level("long")}\n)'
             if t["throttle"].get("held_at_level") else "")

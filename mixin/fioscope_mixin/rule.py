@@ -56,8 +56,6 @@ def params(s: dict) -> dict[str, str]:
         "unsaturatedUtil": fmt(thr["util_min_ratio"] / 2),
         "fioWindow": left_open(fio_window),
         "window": left_open(window),
-        # the window at this evaluation and the one before (window_scrapes + 1 scrapes: 90 s at 15 s)
-        "heldWindow": left_open(window + scrape),
         # the per-scrape samples a window must hold before its flatness or envelope test decides (two under fio at 15 s)
         "fioWindowSamples": fmt(max(2, int(fio_window / scrape + 1e-9))),
         "windowSamples": fmt(max(3, int(window / scrape + 1e-9))),
