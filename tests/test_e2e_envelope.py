@@ -131,8 +131,8 @@ def test_capped_disk_pages_naming_its_ceilings_and_its_twin_stays_silent(scenari
     assert fired - start <= DEADLINE[interval], f"firing {fired - start:.0f} s after load start: {description}"
     assert hit[0] - start <= DEADLINE[interval] + group_wait, f"{hit[0] - start:.0f} s to the webhook: {description}"
     named = named_ceilings(description)
-    # a page names the ceilings its window saw: at 15 s scrapes the 75 s window spans both request-size phases, so every
-    # cap is named; at 5 s the window is five scrapes (25 s) and the first page comes inside one phase, where one cap binds
+    # a page names the ceilings its window saw: at 15 s scrapes the 60 s window spans both request-size phases, so every
+    # cap is named; at 5 s the window is four scrapes (20 s) and the first page comes inside one phase, where one cap binds
     # (within one phase of one request size an IOPS cap and a bandwidth cap look the same: the IOPS are named)
     expected = spec.ceilings if parse_duration(interval) >= 15 else {d: c for d, c in spec.ceilings.items() if d in named}
     assert expected or named, f"no ceiling named: {description}"

@@ -322,13 +322,13 @@ def held_flat(window_name: str, window: str, ddir: str, iops: str, bytes_: str) 
 
 def held_at_level(window_name: str) -> str:
     """Some direction's IOPS flat at a level they have not moved above lately: held flat (fioscope:disk_held_flat_mean),
-    and every per-scrape sample of the window within held_tolerance (2.5 %) of the peak over peak_lookback. A cap holds
+    and every per-scrape sample of the window within held_tolerance of the peak over peak_lookback. A cap holds
     its rate at a level, flat to a per cent or two; demand noise is flat in one window by chance now and then (all but
     one sample within 5 % of the window's peak, or a small sample stddev: a noisy neighbour at 800-1,400 reads/s paged
     on about half its seeds), but every sample at the very top of the last five minutes it almost never is. A pause
     or a ramp scrape lapses the test (keep_firing_for bridges it). IOPS only: a bandwidth ceiling is named where the
     IOPS swing (request sizes vary), which demand noise of one size never is, and a bandwidth cap's bytes/s dip a
-    scrape at each change of request size (on lab disks, six samples at the level paged 20 s later or never)."""
+    scrape at each change of request size (on lab disks, samples held at the level paged 20 s later or never)."""
     window = dict(WINDOWS)[window_name]
     return "\n  or ".join(
         f'{HELD_FLAT}{{ddir="{ddir}",window="{window_name}",rate="iops"}}\n'
