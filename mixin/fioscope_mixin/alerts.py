@@ -138,8 +138,9 @@ BY_DEVICE = "max by (%(clusterLabels)shost, instance, job, device)"
 
 
 def ceiling_held(window_name: str, span: str = "%(cause_hold)s", samples: str = "%(cause_min_samples)s") -> str:
-    """Some ceiling of ``window_name`` recorded in at least ``samples`` evaluations within ``span``."""
-    return f"{BY_DEVICE} (count_over_time({n.DISK_CEILING}{{window=\"{window_name}\"}}[{span}]) >= {samples})"
+    """Some ceiling of ``window_name`` (whichever its dimension) recorded in at least ``samples`` evaluations within
+    ``span``."""
+    return f"{BY_DEVICE} (count_over_time({n.DISK_CEILING_COUNT}{{window=\"{window_name}\"}}[{span}]) >= {samples})"
 
 
 # Under fio the same tests in fio's window, which holds two scrapes at 15 s: a victim's share of a backend that a

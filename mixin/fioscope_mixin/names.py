@@ -69,6 +69,9 @@ DISK_FIO_LOAD = "fioscope:disk_fio_load"
 DISK_SLOW_SATURATED_AWAIT_SECONDS = "fioscope:disk_slow_saturated_await_seconds"
 DISK_CEILING = "fioscope:disk_ceiling"
 DISK_CEILING_BELOW = "fioscope:disk_ceiling_below"
+# how many ceilings a device has in a window's evaluation (absent: none): a ceiling held over evaluations is counted
+# per device, not per dimension (a dual cap names reads in one phase, read throughput in the next)
+DISK_CEILING_COUNT = "fioscope:disk_ceiling:count"
 DISK_STEP_DOWN_RATIO = "fioscope:disk_step_down_ratio"
 # requests in flight on average while the device is stalled (absent otherwise): FioscopeDiskStalled's value
 DISK_STALLED_IN_FLIGHT = "fioscope:disk_stalled_in_flight"
