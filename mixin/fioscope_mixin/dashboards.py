@@ -377,8 +377,10 @@ def fsync_verdict() -> stat.Panel:
 
 def fsync_history() -> timeseries.Panel:
     window = T["fsync_histogram_window"]
-    across = (f'histogram_quantile(0.99, sum by (host, target, jobname, le) '
-              f'(rate(fio_latency_seconds_bucket{{{JOB},ddir="sync",stage="lat"}}[{window}])))')
+    # the classic buckets, or the native histogram where Prometheus 3 converts them (stack.convert_classic_histograms_to_nhcb)
+    latency = f'{{{JOB},ddir="sync",stage="lat"}}[{window}]'
+    across = (f"histogram_quantile(0.99, sum by (host, target, jobname, le) (rate(fio_latency_seconds_bucket{latency})))\n"
+              f"or histogram_quantile(0.99, sum by (host, target, jobname) (rate(fio_latency_seconds{latency})))")
     return ts("fdatasync p99: last run and across runs", "s", [query(sync_p99(), "last run {{jobname}}"),
                                                                  query(across, "all runs, {{jobname}}", ref="B")],
               f"The last run's fdatasync p99, and the p99 of every fdatasync of the runs in the last {window} "
