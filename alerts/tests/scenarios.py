@@ -686,11 +686,13 @@ def episode_stats(times: list[int], episode: tuple[int, int]) -> tuple[float | N
 
 def target(sc: Scenario, alert: str, default: int) -> int:
     """Seconds after onset by which ``alert`` must fire on ``sc`` at this STEP's scrapes (``default`` if no target).
-    A cap's first page (FIRST_PAGE) comes from the any-workload window, which holds window_scrapes scrapes: its
-    target scales with the scrape interval; the other windows (fio's, the stall's, the queue's) are fixed spans."""
+    FioscopeDiskThrottled decides on the any-workload window, which holds window_scrapes scrapes: its target scales
+    with the scrape interval; the other alerts' windows (fio's, the stall's, the queue's) are fixed spans."""
     if alert not in sc.within:
         return default
-    return PAGE_TARGET[STEP] if sc.within[alert] == FIRST_PAGE else sc.within[alert]
+    if alert == n.ALERT_DISK_THROTTLED:
+        return sc.within[alert] * PAGE_TARGET[STEP] // PAGE_TARGET[15]
+    return sc.within[alert]
 
 
 def names(hits: list[tuple[int, dict]], phrase: str) -> bool:
@@ -973,8 +975,9 @@ def main(argv: list[str] | None = None) -> int:
     STEP = args.step
     if STEP != 15 and not (args.matrix or args.markdown or args.check or args.backup_seeds or args.control_seeds):
         parser.error(f"--step {STEP}: only with --check, --matrix, --markdown or the seed reports (the committed tests are at 15 s)")
-    generated = tempfile.TemporaryDirectory(prefix="fioscope-rules-")  # removed when main returns
+    generated = None  # the rules for another scrape interval, removed when main returns
     if STEP != 15 and args.rules == HERE.parent:
+        generated = tempfile.TemporaryDirectory(prefix="fioscope-rules-")
         args.rules = rules_at(STEP, Path(generated.name))
     for flag, value in (("--backup-seeds", args.backup_seeds), ("--control-seeds", args.control_seeds)):
         if value is not None and value < 1:
