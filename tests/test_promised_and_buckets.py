@@ -69,18 +69,31 @@ def fio_bin_index(value_ns: int) -> int:
     return (error_bits + 1) * 64 + ((value_ns >> error_bits) & 63)
 
 
+LINE = 0.010  # the shipped fsync line: the fine buckets span a factor 4 each side of it
+
+
+def tolerance(seconds: float) -> float:
+    """How far histogram_quantile may be from fio at ``seconds``: a fine bucket's width near the line, an outer one's beyond."""
+    return 0.10 if LINE / 4 < seconds <= LINE * 4 else 0.42
+
+
 def test_bucket_layout_and_cost():
     bounds = list(BUCKET_BOUNDS)
-    assert bounds == sorted(bounds) and 0.010 in bounds and 0.025 in bounds
+    assert bounds == sorted(bounds) and LINE in bounds and 0.025 in bounds
     for lower, upper in itertools.pairwise(bounds):
-        if 19e-6 <= lower < 5.0:
-            assert upper / lower <= 1.0 + 0.0915, (lower, upper)
-    assert len(bounds) + 3 <= 160  # series per (target, job, hostname, ddir, stage): buckets, +Inf, _sum, _count
+        if LINE / 4 <= lower < LINE * 4:
+            assert upper / lower <= 2 ** (1 / 8) * 1.001, (lower, upper)
+        elif 19e-6 <= lower < 5.0:
+            assert upper / lower <= 2 ** (1 / 2) * 1.001, (lower, upper)  # (bounds are rounded to 4 digits)
+    # series per (target, job, hostname, ddir, stage): buckets, +Inf, _sum, _count (155 when every bucket was fine: the
+    # fdatasync p99 record reads each of them once a minute)
+    assert len(bounds) + 3 <= 72
 
 
 @pytest.mark.parametrize("median", [30e-6, 50e-6, 120e-6, 430e-6, 1.1e-3, 4e-3, 9.7e-3, 10.4e-3, 24e-3, 26e-3, 80e-3, 300e-3, 1.2, 2.0])
-def test_histogram_p99_within_ten_percent_of_fio(median):
-    """fio bins of a log-normal latency spread around ``median``: histogram_quantile's p99 vs fio's own p99."""
+def test_histogram_quantiles_within_a_bucket_of_fio(median):
+    """fio bins of a log-normal latency spread around ``median``: histogram_quantile's p99 vs fio's own p99, within 10 %
+    near the fsync line and within 41 % beyond."""
     rng = random.Random(int(median * 1e9))
     bins: dict[int, int] = {}
     for _ in range(20000):
@@ -90,7 +103,7 @@ def test_histogram_p99_within_ten_percent_of_fio(median):
     for q in (0.5, 0.99, 0.999):
         fio = percentile_from_bins(bins, q) / 1e9
         ours = histogram_quantile(q, BUCKET_BOUNDS, bucket_counts(bins))
-        assert abs(ours - fio) / fio <= 0.10, (q, fio, ours)
+        assert abs(ours - fio) / fio <= tolerance(fio), (q, fio, ours)
 
 
 @pytest.mark.parametrize("version", ["fio-3.33", "fio-3.42"])
@@ -101,8 +114,9 @@ def test_histogram_p99_of_real_fio_output(version, name):
     for direction in run.jobs[0].directions.values():
         for lat in direction.latencies.values():
             if lat.bins_ns and "0.99" in lat.percentiles:
+                fio = lat.percentiles["0.99"]
                 ours = histogram_quantile(0.99, BUCKET_BOUNDS, bucket_counts(lat.bins_ns))
-                assert abs(ours - lat.percentiles["0.99"]) / lat.percentiles["0.99"] <= 0.10
+                assert abs(ours - fio) / fio <= tolerance(fio), (fio, ours)
                 checked += 1
     assert checked
 
