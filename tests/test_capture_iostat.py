@@ -149,3 +149,11 @@ def test_a_real_captures_bundle_reads_as_the_seed_reads_it_and_its_phases_carry_
         assert isinstance(load[key], float), (key, load)
     # fio's 4k requests (other I/O on the disk may merge or add larger ones: at least 4 kB)
     assert load["rareq-sz"] >= 3.9 and load["rareq-sz"] == pytest.approx(load["rkB/s"] / load["r/s"])
+    # fio's own rates per status report, since the report before (the offline rules read its write rate): the paced 140
+    # reads and 60 writes of 4 KiB a second once fio is past its first second
+    rates = [json.loads(line) for line in (out / "samples" / "fio.jsonl").read_text().splitlines()]
+    assert len(rates) >= 3 and {(r["target"], r["device"], r["jobname"]) for r in rates} == {("capture", device, "cloud-sla-70-30")}
+    steady = sorted(r["bytes_per_second"]["write"] for r in rates[1:])
+    assert steady[len(steady) // 2] == pytest.approx(60 * 4096, rel=0.25), rates
+    [phase] = [p for p in json.loads((out / "phases.json").read_text()) if p["phase"] == "load"]
+    assert all(phase["start"] <= r["t"] <= phase["end"] for r in rates) and rates == sorted(rates, key=lambda r: r["t"])

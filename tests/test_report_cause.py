@@ -238,3 +238,92 @@ def test_a_capture_whose_fio_waits_above_an_idle_disk_names_a_wait_above_the_dis
     assert all(abs(e["fio_clat_p50_seconds"] - 0.020) < 0.001 for e in named), named
     [headline] = rendered(out, tmp_path).of("headline", device="vdb")
     assert vdb["cause"]["label"] in headline["text"], headline["text"]
+
+
+CLIFF_RUN, CLIFF_ONSET, CLIFF_RUN_END = 10 * 60, 13 * 60, 30 * 60  # seconds into the capture
+FIO_PEAK, DEVICE_CAP = 200 * 2**20, 40 * 2**20  # bytes per second: fio's into the page cache, the device's below it
+
+
+def cliff_bundle(tmp: Path, with_rates: bool = True) -> tuple[Path, float]:
+    """A `fioscope capture` bundle of vdb: light writes (20/s at 1 ms, 5 % busy), then a 64 KiB write burst through the
+    page cache from CLIFF_RUN to CLIFF_RUN_END. The device writes at its cap all along the burst (~40 MiB/s +- 20 %, as
+    write-back flushes it, 95-100 % busy, 50 ms a write); fio's own rate (samples/fio.jsonl, every 5 s) is 200 MiB/s
+    until the cache fills at CLIFF_ONSET, the device's 40 MiB/s after. Returns (iostat.json, capture start)."""
+    rng = random.Random(6)
+    start = dt.datetime(2026, 11, 22, 20, 0, tzinfo=dt.UTC)
+    t0 = start.timestamp()
+    stats, rates = [], []
+    for t in range(0, END, 5):
+        if CLIFF_RUN <= t < CLIFF_RUN_END:
+            w = DEVICE_CAP / 65536 * (1 + rng.uniform(-0.2, 0.2))
+            row = {**disk("vdb", 0.0, 0.0, rng.uniform(95.0, 100.0)), "w/s": w, "wkB/s": w * 64, "wareq-sz": 64.0, "w_await": 50.0,
+                   "aqu-sz": w * 0.050}
+            rate = FIO_PEAK if t < CLIFF_ONSET else DEVICE_CAP * (1 + rng.uniform(-0.05, 0.05))
+            rates.append({"t": t0 + t, "target": "burst", "device": "vdb", "jobname": "burst", "bytes_per_second": {"write": rate}})
+        else:
+            row = {**disk("vdb", 0.0, 0.0, 5.0), "w/s": 20.0, "wkB/s": 80.0, "wareq-sz": 4.0, "w_await": 1.0, "aqu-sz": 0.02}
+        stats.append({"timestamp": (start + dt.timedelta(seconds=t)).strftime("%Y-%m-%dT%H:%M:%S+0000"),
+                      "avg-cpu": {"user": 5.0, "nice": 0.0, "system": 10.0, "iowait": 20.0, "steal": 0.0, "idle": 65.0},
+                      "disk": [row]})
+    bundle = tmp / "bundle"
+    (bundle / "samples").mkdir(parents=True)
+    (bundle / "results").mkdir()
+    host = {"nodename": "vm", "sysname": "Linux", "release": "6.1", "machine": "x86_64", "number-of-cpus": 2, "date": "2026-11-22",
+            "statistics": stats}
+    iostat = bundle / "iostat.json"
+    iostat.write_text(json.dumps({"sysstat": {"hosts": [host]}}))
+    if with_rates:
+        (bundle / "samples" / "fio.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rates))
+    doc = json.loads((FIO_OUTPUTS / "fio-3.33" / "randrw.json").read_text())
+    doc["timestamp"], doc["timestamp_ms"] = int(t0) + CLIFF_RUN_END, (int(t0) + CLIFF_RUN_END) * 1000
+    [job] = doc["jobs"]
+    job["jobname"] = "burst"
+    job["job_runtime"], job["elapsed"] = (CLIFF_RUN_END - CLIFF_RUN) * 1000, CLIFF_RUN_END - CLIFF_RUN
+    doc["fioscope"] = {"schema": 1, "target": "burst", "device": "vdb", "profile": "burst"}
+    (bundle / "results" / "burst.json").write_text(json.dumps(doc))
+    return iostat, t0
+
+
+@pytest.mark.slow
+def test_a_capture_of_a_write_burst_names_the_write_back_cliff_from_fios_own_rate(tmp_path):
+    """The offline report reads fio's write rate from the bundle's status reports (samples/fio.jsonl), as the stack reads
+    the exporter's live figure: the application's rate falling to a fifth while the device below writes on at its cap is
+    a write-back cliff, named within 2 minutes of the fall and never before it, the device's cause. The same bundle
+    without the rates names no cliff: the device alone never shows it."""
+    from helpers.cli import fioscope
+    from helpers.report_page import rendered
+
+    docs, outs = {}, {}
+    for with_rates in (True, False):
+        iostat, start = cliff_bundle(tmp_path / ("rates" if with_rates else "no-rates"), with_rates)
+        out = outs[with_rates] = iostat.parent / "report"
+        proc = fioscope("report", "--iostat", str(iostat), "--results", str(iostat.parent / "results"), "--output", str(out))
+        assert proc.returncode == 0, proc.stderr
+        docs[with_rates] = json.loads((out / "report.json").read_text())
+    vdb = _device(docs[True], "vdb")
+    assert vdb["cause"] is not None and vdb["cause"]["key"] == "writeback_cliff", vdb["verdict"]
+    named = [e for e in vdb["cause_episodes"] if e["cause"] and not e["brief"]]
+    cliffs = [e for e in named if e["cause"] == "writeback_cliff"]
+    assert cliffs and CLIFF_ONSET <= min(e["start"] for e in cliffs) - start <= CLIFF_ONSET + 120, named
+    # the device sits at its cap all along the burst: before the fall and once the fall is 10 minutes old (the cliff's
+    # window), the cap is the cause, and nothing else ever is
+    assert {e["cause"] for e in named} <= {"writeback_cliff", "provider_cap"}, named
+    [headline] = rendered(outs[True], tmp_path).of("headline", device="vdb")
+    assert vdb["cause"]["label"] in headline["text"], headline["text"]
+    without = _device(docs[False], "vdb")
+    assert not [e for e in without["cause_episodes"] if e["cause"] == "writeback_cliff"], without["cause_episodes"]
+
+
+@pytest.mark.slow
+def test_an_unreadable_fio_rates_file_is_one_warning_and_the_report_goes_on(tmp_path):
+    from helpers.cli import fioscope
+
+    iostat, _ = cliff_bundle(tmp_path)
+    rates = iostat.parent / "samples" / "fio.jsonl"
+    rates.write_text(rates.read_text().splitlines()[0] + '\n{"t": 1, "target": "burst"}\n')
+    out = tmp_path / "report"
+    proc = fioscope("report", "--iostat", str(iostat), "--results", str(iostat.parent / "results"), "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if "fio.jsonl" in line]
+    assert len(warnings) == 1 and f"{rates}: line 2:" in warnings[0] and "without fio's live rates" in warnings[0], proc.stderr
+    assert "Traceback" not in proc.stderr and (out / "report.json").is_file()

@@ -7,6 +7,8 @@ Before the plan, each load job runs once for a second so fio lays out its files 
 inside a phase (file creation would read as load during "idle"). The bundle directory holds:
 
 - ``samples/diskstats.jsonl``: every raw sample (time, the /proc lines), as read;
+- ``samples/fio.jsonl``: every fio status report's rates since the one before, per job and direction, as the
+  exporter shows them live (the offline rules read the application's write rate: a write-back cliff);
 - ``iostat.json``: the same samples as ``iostat -x -t -o JSON`` would print them;
 - ``results/``: fio's result files, one per load phase (``prepare/``: the layout runs);
 - ``report.html``, its PNGs and ``report.json``: the offline diagnosis of ``iostat.json`` and
@@ -38,8 +40,11 @@ from fioscope_mixin.units import UnitError, format_duration, parse_duration, par
 from fioscope_mixin.yamlfile import YamlError, load_yaml
 
 from .config import check_cgroup, check_job_env
+from .model import JobResult, RunResult
 from .reporting import ReportError, humanize
 from .reporting.capture import DiskCounters, iostat_document, iso_time, parse_cpu, parse_diskstats
+from .reporting.offline.load import BUNDLE_FIO_RATES
+from .state import per_interval
 from .thresholds import Thresholds
 
 log = logging.getLogger("fioscope.capture")
@@ -265,6 +270,40 @@ class Sampler(threading.Thread):
         self.sample()  # the last interval up to now
 
 
+class FioRates:
+    """``samples/fio.jsonl``: one JSON object per job and fio status report (``t``, ``target``, ``device``, ``jobname``,
+    ``bytes_per_second``: {ddir: rate}), the rates since the job's previous report (fio's own are since its start), as the
+    exporter's live figures give them. A write-back cliff is the application's write rate falling while the device below
+    writes on at its own pace: only these rates show it to the offline rules. A failed write costs its line, never the
+    load (one warning, counted)."""
+
+    def __init__(self, path: Path, target: str, device: str):
+        self.path, self.target, self.device = path, target, device
+        self.previous: dict[tuple[str, str], JobResult] = {}
+        self.errors = 0
+
+    def new_run(self) -> None:
+        """A new fio process: its first report's rates are since its own start."""
+        self.previous.clear()
+
+    def add(self, report: RunResult) -> None:
+        t = time.time()
+        lines = []
+        for job in report.jobs:
+            key = (job.jobname, job.hostname)
+            before, self.previous[key] = self.previous.get(key), job
+            rates = job if before is None else per_interval(job, before)
+            lines.append(json.dumps({"t": t, "target": self.target, "device": self.device, "jobname": job.jobname,
+                                     "bytes_per_second": {ddir: d.bandwidth_bytes for ddir, d in rates.directions.items()
+                                                          if ddir != "sync"}}) + "\n")
+        try:
+            with self.path.open("a") as f:
+                f.writelines(lines)
+        except OSError as exc:
+            self.errors += 1
+            log.warning("capture: cannot write %s: %s", self.path, exc.strerror or exc)
+
+
 # ---- the session ------------------------------------------------------------------------------
 
 class Progress:
@@ -414,6 +453,7 @@ def run_capture(args, thresholds: Thresholds) -> int:
     phases_log: list[dict] = []
     failures: list[tuple[float, float, str, str]] = []
     device = device_for_path(target.directory)
+    fio_rates = FioRates(output / BUNDLE_FIO_RATES, target.name, device)
     layout_names = sorted({n for _, names in layouts.values() for n in names})
     before = {entry.name for entry in os.scandir(target.directory)}
     try:
@@ -439,9 +479,11 @@ def run_capture(args, thresholds: Thresholds) -> int:
                     if time.monotonic() - started >= p.seconds:
                         break
             else:
-                def tick(_report: object, i: int = i, s: float = started) -> None:
+                def tick(report: RunResult, i: int = i, s: float = started) -> None:
+                    fio_rates.add(report)
                     progress.phase(i, s)
 
+                fio_rates.new_run()
                 outcome = runner.run(p.job, target, phase_env(p, extra_env), on_report=tick)
                 failed = "" if stop.is_set() else load_failure(outcome, p.seconds, time_based[i])
                 if failed:

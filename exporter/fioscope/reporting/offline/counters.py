@@ -21,7 +21,7 @@ from fioscope_mixin import columns
 from fioscope_mixin.columns import CPU_MODES
 
 from ..timeline import Points
-from .load import DISK_COUNTERS, DISK_TIME_COUNTERS, RATE_WINDOW, FioRun, IostatCapture, IostatSample, KernelSamples
+from .load import DISK_COUNTERS, DISK_TIME_COUNTERS, RATE_WINDOW, FioRate, FioRun, IostatCapture, IostatSample, KernelSamples
 
 MAX_SAMPLE_GAP = 20.0  # a longer interval gets interpolated counter samples (rate windows of 1m see >= 2)
 MIN_GRID_STEP = 15.0  # the stack's evaluation interval (alerts/config.yaml); coarser for long captures
@@ -178,14 +178,28 @@ def counter_series(capture: IostatCapture, grid: Grid | None = None) -> dict[str
     return out
 
 
+def fio_labels(host: str, target: str, device: str, jobname: str) -> dict[str, str]:
+    """A fio job's labels as the stack's exporter has them (docs/contracts.md section 1), without ``hostname``: the
+    run's series and its live rates join on them."""
+    return {"job": "fioscope", "instance": f"fioscope:{host}", "host": host, "jobname": jobname, "target": target, "device": device}
+
+
+def fio_rate_series(rates: list[FioRate], host: str) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """``fio_bandwidth_bytes_per_second`` at each status report, as the exporter shows it while the job runs."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for rate in sorted(rates, key=lambda r: r.t):
+        for ddir, value in rate.bytes_per_second.items():
+            out.setdefault(_labels(**fio_labels(host, rate.target, rate.device, rate.jobname), ddir=ddir), []).append((rate.t, value))
+    return {"fio_bandwidth_bytes_per_second": out} if out else {}
+
+
 def fio_series(runs: list[FioRun], host: str, start: float, end: float,
                times: list[float] | None = None) -> dict[str, dict[str, list[tuple[float, float]]]]:
     """``times``: where to write the series (default every 5 s from start to end; offline: where iostat has data)."""
     out: dict[str, dict[str, list[tuple[float, float]]]] = {}
     times = times if times is not None else [start + i * 5.0 for i in range(int((end - start) // 5.0) + 1)]
     for run in runs:
-        base = {"job": "fioscope", "instance": f"fioscope:{host}", "host": host, "jobname": run.jobname,
-                "target": run.target, "device": run.device}
+        base = fio_labels(host, run.target, run.device, run.jobname)
         # two runs of one profile share their labels: one series, 1 wherever either ran (not two interleaved series)
         running = out.setdefault("fio_run_running", {}).setdefault(_labels(**base), [(t, 0.0) for t in times])
         running[:] = [(t, 1.0 if v or run.start <= t <= run.end else 0.0) for t, v in running]

@@ -54,6 +54,7 @@ MAX_SPANS = 100  # separate stretches of data (a gap starts a new one)
 # ``fioscope capture``'s samples of one host: (unix seconds, device -> its counters, avg-cpu group -> ticks)
 KernelSamples = list[tuple[float, dict[str, DiskCounters], dict[str, float]]]
 BUNDLE_COUNTERS = Path("samples") / "diskstats.jsonl"  # beside a capture bundle's iostat.json (docs/contracts.md section 5)
+BUNDLE_FIO_RATES = Path("samples") / "fio.jsonl"  # ... and fio's status reports' rates (capture.FioRates)
 
 
 @dataclass
@@ -415,3 +416,47 @@ def read_bundle_counters(path: str) -> KernelSamples:
     if len(samples) < 2:
         raise ReportError(f"{path}: fewer than two samples")
     return samples
+
+
+@dataclass
+class FioRate:
+    """One fio status report's rates of one job (``samples/fio.jsonl``): bytes per second by direction."""
+
+    t: float
+    target: str
+    device: str
+    jobname: str
+    bytes_per_second: dict[str, float]
+
+
+def bundle_fio_rates(paths: list[str], captures: list[IostatCapture]) -> list[FioRate]:
+    """The fio rates of the ``fioscope capture`` bundles among ``paths`` (``BUNDLE_FIO_RATES`` beside a bundle's
+    iostat.json): a file that cannot be read whole is one warning, and the report goes on without it."""
+    out: list[FioRate] = []
+    for path in paths:
+        raw = Path(path).parent / BUNDLE_FIO_RATES
+        if len({c.host for c in captures if c.path == path}) != 1 or not raw.is_file():
+            continue
+        try:
+            out += read_fio_rates(str(raw))
+        except ReportError as exc:
+            log.warning("%s; the report goes on without fio's live rates", exc)
+    return out
+
+
+def read_fio_rates(path: str) -> list[FioRate]:
+    """``samples/fio.jsonl``; ReportError naming the file, the line and the first thing wrong."""
+    rates = []
+    for n, line in enumerate(_read(path).splitlines(), 1):
+        try:
+            obj = json.loads(line)
+            rate = FioRate(float(obj["t"]), str(obj["target"]), str(obj["device"]), str(obj["jobname"]),
+                           {str(k): float(v) for k, v in obj["bytes_per_second"].items()})
+            if not (math.isfinite(rate.t) and all(math.isfinite(v) and v >= 0 for v in rate.bytes_per_second.values())):
+                raise ValueError("a time or rate that is not a finite, non-negative number")
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            raise ReportError(f"{path}: line {n}: {exc}") from None
+        rates.append(rate)
+        if len(rates) > MAX_KERNEL_ROWS:
+            raise ReportError(f"{path}: more than {MAX_KERNEL_ROWS} lines")
+    return rates

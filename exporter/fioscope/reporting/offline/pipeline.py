@@ -17,8 +17,19 @@ from ..diagnosis import DiagnosisInput, cause_settings, device_names, diagnose, 
 from ..html import Report
 from ..prometheus import Prometheus
 from ..timeline import CpuTimeline, from_iostat_samples
-from .counters import Family, counter_points, fio_series, merged
-from .load import FioRun, IostatCapture, KernelSamples, bundle_counters, check_bounds, coverage, input_notes, load_fio_runs, load_iostat
+from .counters import Family, counter_points, fio_rate_series, fio_series, merged
+from .load import (
+    FioRun,
+    IostatCapture,
+    KernelSamples,
+    bundle_counters,
+    bundle_fio_rates,
+    check_bounds,
+    coverage,
+    input_notes,
+    load_fio_runs,
+    load_iostat,
+)
 from .rules import evaluate_alerts, evaluate_recording_over, evaluation_grid, load_rules, on_grid, rule_levels
 from .tsdb import TemporaryPrometheus, backfill, write_openmetrics
 
@@ -81,7 +92,8 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
     of loads that failed (capture's phases); a run within one counts as failed, and the device's verdict is inconclusive.
     ``kernel``: iostat file -> the counters a capture of its one host read (``fioscope capture`` hands its samples over:
     the rules read them as counted, not rebuilt from iostat.json's rates); without it, a capture bundle's own
-    (``bundle_counters``)."""
+    (``bundle_counters``). A bundle's fio status reports (``bundle_fio_rates``) give fio's live write rate, as the exporter
+    does: what the write-back cliff reads."""
     thresholds = thresholds or shipped()
     captures = [c for p in paths for c in load_iostat(p, devices)]
     check_bounds(captures)
@@ -94,7 +106,8 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
     hosts = sorted({c.host for c in captures})
     alerting = load_rules("alerts.rules.yaml", thresholds)
     with tempfile.TemporaryDirectory(prefix="fioscope-report-") as tmp, \
-            backfilled(captures, runs, Path(tmp), thresholds=thresholds, kernel=kernel) as server:
+            backfilled(captures, runs, Path(tmp), fio_rate_series(bundle_fio_rates(paths, captures), hosts[0]) or None,
+                       thresholds=thresholds, kernel=kernel) as server:
         prom = Prometheus(server.url, flag="temporary Prometheus")
         declared = {r.device: ", ".join(f"{k} {v}" for k, v in r.limits.items() if v) for r in runs if r.device and r.limits}
         source = ", ".join(paths) + (f" + fio results {results}" if results else "")
