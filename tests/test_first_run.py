@@ -12,11 +12,13 @@ import json
 import time
 
 import pytest
+from fioscope.histogram import BUCKET_BOUNDS
 
 from helpers.binaries import require
 from helpers.cli import fioscope
 from helpers.exposition import sample
 from helpers.fleet import fleet_overrides
+from helpers.histogram import tolerance
 from helpers.net import wait_for
 from helpers.processes import Exporter, NodeExporter
 from helpers.prometheus import Prometheus
@@ -52,7 +54,7 @@ def test_first_run_counts_and_a_restart_counts_nothing_twice(tmp_path, running):
     assert prom.client.value(f"increase(fio_latency_seconds_count{{{SYNC}}}[1m])") >= fdatasyncs
     p99 = prom.client.value(f"histogram_quantile(0.99, sum by (le) (rate(fio_latency_seconds_bucket{{{SYNC}}}[1m])))")
     print(f"\n[first run] {fdatasyncs} fdatasyncs; p99 from the first run's histogram {p99 * 1000:.3f} ms, fio's {fio_p99 * 1000:.3f} ms")
-    assert abs(p99 - fio_p99) <= 0.1 * fio_p99
+    assert abs(p99 - fio_p99) <= tolerance(fio_p99, BUCKET_BOUNDS) * fio_p99  # 10 % near etcd's line, 45 % far from it
 
     # a restart shows the same totals at once: Prometheus sees no reset and no new increase
     exporter.stop()
