@@ -134,7 +134,7 @@ def test_jobs_per_file_and_series_per_exporter_are_bounded(tmp_path, exporter_fa
     results = tmp_path / "results"
     results.mkdir()
     config = tmp_path / "fioscope.yaml"
-    config.write_text(f"results_dir: {results}\nscan_interval: 1s\nmax_jobs_per_file: 20\nmax_series: 12000\n")
+    config.write_text(f"results_dir: {results}\nscan_interval: 1s\nmax_jobs_per_file: 20\nmax_series: 6000\n")
     past = time.time() - 3600
     files = {"a-20.json": corpus.many_jobs(20, "a"), "b-21.json": corpus.many_jobs(21, "b"),
              "c-20.json": corpus.many_jobs(20, "c"), "d-5000.json": corpus.many_jobs(5000, "d", "fio-3.33/randrw.json")}
@@ -148,10 +148,10 @@ def test_jobs_per_file_and_series_per_exporter_are_bounded(tmp_path, exporter_fa
     series = sum(1 for k in m if not k[0].startswith("fioscope_"))
     per_job = series // max(1, len(jobs))
     assert sample(m, "fioscope_result_parse_errors_total") == 2  # b (21 jobs) and d (5000 jobs)
-    # a's 20 jobs fit (~360 series each); of c's, only those that fit under 12,000 series
+    # a's 20 jobs fit (~190 series each); of c's, only those that fit under 6,000 series
     assert {j for j in jobs if j.startswith("a-")} == {f"a-{i}" for i in range(20)}
     assert not any(j.startswith(("b-", "d-")) for j in jobs)
-    assert series <= 12000 and 12000 - series < per_job, (series, per_job)
+    assert series <= 6000 and 6000 - series < per_job, (series, per_job)
     refused = 40 - len(jobs)
     assert refused > 0 and sample(m, "fioscope_series_limit_refused_jobs_total") == refused
     logs = exp.logs().splitlines()
