@@ -274,8 +274,8 @@ class FioRates:
     """``samples/fio.jsonl``: one JSON object per job and fio status report (``t``, ``target``, ``device``, ``jobname``,
     ``bytes_per_second``: {ddir: rate}), the rates since the job's previous report (fio's own are since its start), as the
     exporter's live figures give them. A write-back cliff is the application's write rate falling while the device below
-    writes on at its own pace: only these rates show it to the offline rules. A failed write costs its line, never the
-    load (one warning, counted)."""
+    writes on at its own pace: only these rates show it to the offline rules. A failed write costs its lines, never the
+    load (the first one warned, every one counted)."""
 
     def __init__(self, path: Path, target: str, device: str):
         self.path, self.target, self.device = path, target, device
@@ -301,7 +301,8 @@ class FioRates:
                 f.writelines(lines)
         except OSError as exc:
             self.errors += 1
-            log.warning("capture: cannot write %s: %s", self.path, exc.strerror or exc)
+            if self.errors == 1:  # once a second while fio runs: said once, every loss counted
+                log.warning("capture: cannot write %s: %s", self.path, exc.strerror or exc)
 
 
 # ---- the session ------------------------------------------------------------------------------
@@ -512,6 +513,9 @@ def run_capture(args, thresholds: Thresholds) -> int:
             return 130
         if len(sampler.samples) < 3:
             raise CaptureError(f"--output {output}: too few samples for a report ({len(sampler.samples)}); raw samples kept")
+        if fio_rates.errors:
+            print(f"capture: {fio_rates.path}: {fio_rates.errors} fio status report(s) not written; the report cannot name a "
+                  "write-back cliff where they are missing", file=sys.stderr)
         interrupts.reporting = True
         print(f"capture: writing the report ({len(sampler.samples)} samples; Ctrl-C is noted, the report finished)", file=sys.stderr)
         phases_line = ("Phases: " + "; ".join(f"{p['title']} {iso_time(p['start'])[11:19]}–{iso_time(p['end'])[11:19]}"
