@@ -34,18 +34,19 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from fioscope_mixin.units import UnitError, format_duration, parse_duration, parse_size
 from fioscope_mixin.yamlfile import YamlError, load_yaml
 
 from .config import check_cgroup, check_job_env
-from .model import JobResult, RunResult
 from .reporting import ReportError, humanize
 from .reporting.capture import DiskCounters, iostat_document, iso_time, parse_cpu, parse_diskstats
 from .reporting.offline.load import BUNDLE_FIO_RATES
-from .state import per_interval
 from .thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from .store import Store
 
 log = logging.getLogger("fioscope.capture")
 
@@ -271,31 +272,21 @@ class Sampler(threading.Thread):
 
 
 class FioRates:
-    """``samples/fio.jsonl``: one JSON object per job and fio status report (``t``, ``target``, ``device``, ``jobname``,
-    ``bytes_per_second``: {ddir: rate}), the rates since the job's previous report (fio's own are since its start), as the
-    exporter's live figures give them. A write-back cliff is the application's write rate falling while the device below
+    """``samples/fio.jsonl``: at each fio status report, one JSON object per running job (``t``, ``target``, ``device``,
+    ``jobname``, ``bytes_per_second``: {ddir: rate}), the capture's store's live figures: rates since the report before,
+    as the exporter publishes them. A write-back cliff is the application's write rate falling while the device below
     writes on at its own pace: only these rates show it to the offline rules. A failed write costs its lines, never the
     load (the first one warned, every one counted)."""
 
-    def __init__(self, path: Path, target: str, device: str):
-        self.path, self.target, self.device = path, target, device
-        self.previous: dict[tuple[str, str], JobResult] = {}
+    def __init__(self, path: Path, store: Store):
+        self.path, self.store = path, store
         self.errors = 0
 
-    def new_run(self) -> None:
-        """A new fio process: its first report's rates are since its own start."""
-        self.previous.clear()
-
-    def add(self, report: RunResult) -> None:
+    def add(self) -> None:
         t = time.time()
-        lines = []
-        for job in report.jobs:
-            key = (job.jobname, job.hostname)
-            before, self.previous[key] = self.previous.get(key), job
-            rates = job if before is None else per_interval(job, before)
-            lines.append(json.dumps({"t": t, "target": self.target, "device": self.device, "jobname": job.jobname,
-                                     "bytes_per_second": {ddir: d.bandwidth_bytes for ddir, d in rates.directions.items()
-                                                          if ddir != "sync"}}) + "\n")
+        lines = [json.dumps({"t": t, "target": target, "device": device, "jobname": jobname,
+                             "bytes_per_second": {ddir: d.bandwidth_bytes for ddir, d in live.directions.items() if ddir != "sync"}}) + "\n"
+                 for (target, jobname, _), (device, live) in sorted(self.store.live_jobs().items())]
         try:
             with self.path.open("a") as f:
                 f.writelines(lines)
@@ -423,6 +414,7 @@ def run_capture(args, thresholds: Thresholds) -> int:
         results = output / "results"
         config = load_config(None, str(results))
         runner = Runner(config, Store(config, thresholds.bucket_bounds))
+        fio_rates = FioRates(output / BUNDLE_FIO_RATES, runner.store)
         time_based: dict[int, bool] = {}
         layouts: dict[str, tuple[float, list[str]]] = {}
         judged: dict[tuple, JobFile] = {}
@@ -454,7 +446,6 @@ def run_capture(args, thresholds: Thresholds) -> int:
     phases_log: list[dict] = []
     failures: list[tuple[float, float, str, str]] = []
     device = device_for_path(target.directory)
-    fio_rates = FioRates(output / BUNDLE_FIO_RATES, target.name, device)
     layout_names = sorted({n for _, names in layouts.values() for n in names})
     before = {entry.name for entry in os.scandir(target.directory)}
     try:
@@ -480,11 +471,10 @@ def run_capture(args, thresholds: Thresholds) -> int:
                     if time.monotonic() - started >= p.seconds:
                         break
             else:
-                def tick(report: RunResult, i: int = i, s: float = started) -> None:
-                    fio_rates.add(report)
+                def tick(_report: object, i: int = i, s: float = started) -> None:
+                    fio_rates.add()
                     progress.phase(i, s)
 
-                fio_rates.new_run()
                 outcome = runner.run(p.job, target, phase_env(p, extra_env), on_report=tick)
                 failed = "" if stop.is_set() else load_failure(outcome, p.seconds, time_based[i])
                 if failed:

@@ -204,6 +204,12 @@ class State:
                 state.end_timestamp = now
                 state.version += 1
 
+    def live_jobs(self) -> dict[JobKey, tuple[str, JobResult]]:
+        """The running jobs' device and latest status report, its rates since the report before (what the exporter
+        publishes while fio runs)."""
+        with self.lock:
+            return {key: (state.device, state.live) for key, state in self.jobs.items() if state.running and state.live is not None}
+
     def hold_new_series(self) -> None:
         """From now on a new job's counters and a new histogram are marked held (shown at zero once).
 

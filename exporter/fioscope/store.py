@@ -30,6 +30,7 @@ class Store:
         # the live-run and exposition side, as the runner and the collector call it
         self.start_run = self.state.start_run
         self.update_live = self.state.update_live
+        self.live_jobs = self.state.live_jobs
         self.finish_run = self.state.finish_run
         self.hold_new_series = self.state.hold_new_series
         self.snapshot = self.state.snapshot

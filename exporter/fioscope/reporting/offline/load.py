@@ -376,15 +376,21 @@ def input_notes(captures: list[IostatCapture]) -> list[str]:
     return notes
 
 
+def bundle_file(path: str, captures: list[IostatCapture], name: Path) -> Path | None:
+    """``name`` beside the iostat file ``path`` where it is a ``fioscope capture`` bundle's: a bundle's iostat.json has its
+    one host (two bundles of one host: each its own files)."""
+    raw = Path(path).parent / name
+    return raw if len({c.host for c in captures if c.path == path}) == 1 and raw.is_file() else None
+
+
 def bundle_counters(paths: list[str], captures: list[IostatCapture]) -> dict[str, KernelSamples]:
     """iostat file -> the kernel counters of a ``fioscope capture`` bundle, read from the raw samples beside its iostat.json
     (``BUNDLE_COUNTERS``), so a report on the bundle judges the counters as counted, as the capture's own report did.
     Nothing for another iostat file; a file that cannot be read whole is one warning, and the rates serve."""
     out: dict[str, KernelSamples] = {}
     for path in paths:
-        raw = Path(path).parent / BUNDLE_COUNTERS
-        if len({c.host for c in captures if c.path == path}) != 1 or not raw.is_file():
-            continue  # a bundle's iostat.json has its one host (two bundles of one host: each its own counters)
+        if (raw := bundle_file(path, captures, BUNDLE_COUNTERS)) is None:
+            continue
         try:
             out[path] = read_bundle_counters(str(raw))
         except ReportError as exc:
@@ -434,8 +440,7 @@ def bundle_fio_rates(paths: list[str], captures: list[IostatCapture]) -> list[Fi
     iostat.json): a file that cannot be read whole is one warning, and the report goes on without it."""
     out: list[FioRate] = []
     for path in paths:
-        raw = Path(path).parent / BUNDLE_FIO_RATES
-        if len({c.host for c in captures if c.path == path}) != 1 or not raw.is_file():
+        if (raw := bundle_file(path, captures, BUNDLE_FIO_RATES)) is None:
             continue
         try:
             out += read_fio_rates(str(raw))

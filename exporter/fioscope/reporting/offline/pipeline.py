@@ -106,7 +106,7 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
     hosts = sorted({c.host for c in captures})
     alerting = load_rules("alerts.rules.yaml", thresholds)
     with tempfile.TemporaryDirectory(prefix="fioscope-report-") as tmp, \
-            backfilled(captures, runs, Path(tmp), fio_rate_series(bundle_fio_rates(paths, captures), hosts[0]) or None,
+            backfilled(captures, runs, Path(tmp), fio_rate_series(bundle_fio_rates(paths, captures), hosts[0]),
                        thresholds=thresholds, kernel=kernel) as server:
         prom = Prometheus(server.url, flag="temporary Prometheus")
         declared = {r.device: ", ".join(f"{k} {v}" for k, v in r.limits.items() if v) for r in runs if r.device and r.limits}
