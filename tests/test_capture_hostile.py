@@ -14,6 +14,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -121,14 +122,20 @@ def test_hostile_plan_files_are_one_line(tmp_path, target, case):
 
 # ---- low items: flags refused in one line before anything runs ---------------------------------------------------
 
-@pytest.mark.parametrize("flags", ["device-interval", "space"])
+@pytest.mark.parametrize("flags", ["device-interval", "space", "listen"])
 def test_bad_capture_flags_are_one_line_before_anything_runs(tmp_path, target, flags):
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
-    cases = [(["--device", "nosuchdisk0"], ("--device", "'nosuchdisk0'", "no such block device")),
-             (["--interval", "1ms"], ("--interval 1ms", "100ms")),
-             (["--interval", "2h"], ("--interval 2h", "1h"))] if flags == "device-interval" else \
-        [(["--env", "SIZE=100t"], ("--target.dir", "100 TiB", "free there", "SIZE="))]
+    taken = socket.create_server(("127.0.0.1", 0))  # a port another process listens on
+    port = taken.getsockname()[1]
+    cases = {"device-interval": [(["--device", "nosuchdisk0"], ("--device", "'nosuchdisk0'", "no such block device")),
+                                 (["--interval", "1ms"], ("--interval 1ms", "100ms")),
+                                 (["--interval", "2h"], ("--interval 2h", "1h"))],
+             "space": [(["--env", "SIZE=100t"], ("--target.dir", "100 TiB", "free there", "SIZE="))],
+             "listen": [(["--web.listen-address", f"127.0.0.1:{port}"], ("--web.listen-address", f"127.0.0.1:{port}", "in use")),
+                        (["--web.listen-address", "nowhere"], ("--web.listen-address", "nowhere")),
+                        (["--web.listen-address", "127.0.0.1:0", "--web.config.file", str(a_file)],
+                         ("--web.config.file", str(a_file)))]}[flags]
     for args, words in cases:
         out = tmp_path / "out"
         one_line(fioscope("capture", "--target.dir", target, "--output", out, *args, timeout=60), 2, *words)
@@ -137,6 +144,7 @@ def test_bad_capture_flags_are_one_line_before_anything_runs(tmp_path, target, f
         one_line(fioscope("capture", "--target.dir", target, "--output", output, timeout=60), 2, "--output", str(output),
                  "not a directory")
     assert a_file.read_text() == "x"
+    taken.close()
 
 
 def test_a_device_name_that_is_not_text_is_one_line(tmp_path, target):

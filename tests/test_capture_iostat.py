@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 from fioscope.blockdev import device_for_path
-from helpers.cli import fioscope
+from helpers.cli import fioscope, fioscope_command
+from helpers.exposition import parse_exposition
+from helpers.net import free_port, http_get
+from helpers.paths import checkout_env
 from test_capture_hostile import target  # noqa: F401  (a directory on the machine's disk, removed afterwards)
 
 
@@ -157,3 +160,47 @@ def test_a_real_captures_bundle_reads_as_the_seed_reads_it_and_its_phases_carry_
     assert steady[len(steady) // 2] == pytest.approx(60 * 4096, rel=0.25), rates
     [phase] = [p for p in json.loads((out / "phases.json").read_text()) if p["phase"] == "load"]
     assert all(phase["start"] <= r["t"] <= phase["end"] for r in rates) and rates == sorted(rates, key=lambda r: r["t"])
+
+
+@pytest.mark.slow
+def test_a_capture_serves_its_live_figures_where_asked_and_stops_serving_at_its_end(tmp_path, target):  # noqa: F811
+    """``--web.listen-address``: while the capture's load runs, its /metrics shows what the exporter's would (the job
+    running, its live write rate on the target's device, the paced 60 writes of 4 KiB a second), so a stack watching the
+    host sees a capture's load; once the capture has written its report, nothing listens there."""
+    device = device_for_path(target)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("phases:\n  - idle: 1s\n  - {job: cloud-sla-70-30, duration: 10s, env: {SIZE: 16m, READ_IOPS: 140, "
+                    "WRITE_IOPS: 60, IODEPTH: 4}}\n")
+    out = tmp_path / "bundle"
+    capture = subprocess.Popen(fioscope_command("capture", "--target.dir", target, "--output", out, "--plan", plan,
+                                                "--device", device, "--web.listen-address", f"127.0.0.1:{port}"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=checkout_env())
+    rates: list[float] = []
+    try:
+        deadline = time.monotonic() + 120
+        while capture.poll() is None and time.monotonic() < deadline:
+            try:
+                metrics = parse_exposition(http_get(url, timeout=2))
+            except OSError:
+                time.sleep(0.2)
+                continue
+            running = [dict(k) for (name, k), v in metrics.items() if name == "fio_run_running" and v == 1]
+            rate = [v for (name, k), v in metrics.items() if name == "fio_bandwidth_bytes_per_second"
+                    and dict(k).get("ddir") == "write" and dict(k).get("target") == "capture" and dict(k).get("device") == device]
+            if running and rate:
+                assert {(r["target"], r["jobname"], r["device"]) for r in running} == {("capture", "cloud-sla-70-30", device)}
+                rates.extend(rate)
+            time.sleep(0.5)
+        _, stderr = capture.communicate(timeout=120)
+    finally:
+        if capture.poll() is None:
+            capture.kill()
+    assert capture.returncode == 0, stderr
+    assert "serving the live figures on" in stderr
+    assert len(rates) >= 5, f"the live write rate seen {len(rates)} times"
+    steady = sorted(rates[2:])
+    assert steady[len(steady) // 2] == pytest.approx(60 * 4096, rel=0.25), rates
+    with pytest.raises(OSError):
+        http_get(url, timeout=2)

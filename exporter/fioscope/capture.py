@@ -46,6 +46,7 @@ from .reporting.offline.load import BUNDLE_FIO_RATES
 from .thresholds import Thresholds
 
 if TYPE_CHECKING:
+    from .http import Server
     from .store import Store
 
 log = logging.getLogger("fioscope.capture")
@@ -386,6 +387,27 @@ def load_failure(outcome, seconds: float, time_based: bool) -> str:
     return ""
 
 
+def serve_live(store: Store, args) -> Server | None:
+    """--web.listen-address: the capture's store served as the exporter serves its own (fio's live figures while a
+    load runs, each finished phase's results), so a stack watching the host sees the capture's load as it sees the
+    exporter's; None without the flag."""
+    from .cli import listen
+    from .config import ConfigError
+
+    if not getattr(args, "listen_address", None):
+        return None
+    store.hold_new_series()  # what the capture runs is new: its counters start at zero for rate()
+    try:
+        server, _ = listen(store, args.listen_address, getattr(args, "web_config_file", None))
+    except OSError as exc:  # names the flag
+        raise CaptureError(str(exc)) from None
+    except ConfigError as exc:
+        raise CaptureError(f"--web.config.file: {exc}") from None
+    threading.Thread(target=server.serve_forever, name="fioscope-capture-http", daemon=True).start()
+    print(f"capture: serving the live figures on {args.listen_address}/metrics", file=sys.stderr)
+    return server
+
+
 def run_capture(args, thresholds: Thresholds) -> int:
     """``thresholds``: the command's settings (loaded once by the CLI), for the fio results and the report."""
     from .blockdev import device_for_path
@@ -429,6 +451,7 @@ def run_capture(args, thresholds: Thresholds) -> int:
         raise CaptureError(str(exc)) from None
     check_space(target.directory, layouts)
     devices = args.device or whole_disks()
+    server = serve_live(runner.store, args)  # bound before the bundle exists: a taken port is refused with nothing written
     try:
         (output / "samples").mkdir(parents=True, exist_ok=True)
         results.mkdir(exist_ok=True)
@@ -522,6 +545,8 @@ def run_capture(args, thresholds: Thresholds) -> int:
         # seems; not understood): ignored from here, so the exit code says what happened, not a default handler's -15
         for s in signals:
             signal.signal(s, signal.SIG_IGN)
+        if server is not None:  # served until the report is written: the stack's last scrapes see the last phase's results
+            server.shutdown()
     print(f"capture: bundle {output} (report {path})")
     if stop.is_set():
         return 130

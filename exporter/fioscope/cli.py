@@ -33,7 +33,11 @@ from .jobs import check_safe, load_job, resolve_job
 from .lab import KINDS as LAB_KINDS
 
 if TYPE_CHECKING:
+    from .http import Server
+    from .scanner import ScanLoop
+    from .store import Store
     from .thresholds import Thresholds
+    from .webconfig import WebConfig
 
 log = logging.getLogger("fioscope")
 
@@ -145,17 +149,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_serve(args) -> int:
-    from .collector import Exposition
-    from .collector.exporter import ScrapeTimer
-    from .http import is_loopback, parse_listen_address, serve
     from .runner import Runner, Scheduler
     from .scanner import ScanLoop
     from .store import Store
-    from .webconfig import load_web_config
 
     config = load_config(args.config_file, args.results_dir)
     thresholds = load_thresholds(args)
-    web = load_web_config(args.web_config_file) if args.web_config_file else None
     address = args.listen_address or config.listen_address
     config.results_dir.mkdir(parents=True, exist_ok=True)
     store = Store(config, thresholds.bucket_bounds)
@@ -165,13 +164,10 @@ def cmd_serve(args) -> int:
     runner = Runner(config, store)
     scan_loop = ScanLoop(store, config.scan_interval_seconds, stop)
     scheduler = Scheduler(config, runner, stop) if config.schedule else None
-    timer = ScrapeTimer()
     try:
-        server = serve(Exposition(store, timer, scan_loop, scheduler, web.status if web else None), timer, address, web)
-        if web is None and not is_loopback(parse_listen_address(address)[0]):
-            log.warning("listening on %s beyond loopback without TLS or authentication: give --web.config.file", address)
-    except (OSError, ValueError) as exc:
-        print(f"fioscope: cannot listen on {address}: {exc}", file=sys.stderr)
+        server, web = listen(store, address, args.web_config_file, scan_loop, scheduler)
+    except OSError as exc:
+        print(f"fioscope: {exc}", file=sys.stderr)
         return 2
     scan_loop.start()
     if scheduler is not None:
@@ -188,6 +184,30 @@ def cmd_serve(args) -> int:
     log.info("serving %s results from %s on %s://%s:%s/metrics", len(store.jobs), config.results_dir, scheme, *server.server_address[:2])
     server.serve_forever()
     return 0
+
+
+def listen(store: Store, address: str, web_config_file: str | None, scan_loop: ScanLoop | None = None,
+           scheduler: threading.Thread | None = None) -> tuple[Server, WebConfig | None]:
+    """Serve ``store``'s /metrics on ``address`` (``fioscope serve``, and a capture's --web.listen-address): the web
+    config read first; a listener beyond loopback without it is one warning. OSError names the address (or the file)."""
+    from .collector import Exposition
+    from .collector.exporter import ScrapeTimer
+    from .http import is_loopback, parse_listen_address, serve
+    from .webconfig import load_web_config
+
+    web = load_web_config(web_config_file) if web_config_file else None
+    timer = ScrapeTimer()
+    try:
+        host, _ = parse_listen_address(address)
+    except ValueError as exc:  # names the flag
+        raise OSError(str(exc)) from None
+    try:
+        server = serve(Exposition(store, timer, scan_loop, scheduler, web.status if web else None), timer, address, web)
+    except OSError as exc:
+        raise OSError(f"--web.listen-address {address}: cannot listen there: {exc.strerror or exc}") from None
+    if web is None and not is_loopback(host):
+        log.warning("listening on %s beyond loopback without TLS or authentication: give --web.config.file", address)
+    return server, web
 
 
 def _run_target(args, config: Config) -> Target:
@@ -331,6 +351,11 @@ def add_capture_parser(sub) -> None:
     capture.add_argument("--target.cgroup", dest="target_cgroup", help="run fio inside this cgroup (a lab disk's throttle; root)")
     capture.add_argument("--keep-files", dest="keep_files", action="store_true",
                          help="keep the files fio laid out in --target.dir (default: removed at the end)")
+    capture.add_argument("--web.listen-address", dest="listen_address",
+                         help="also serve the capture's live fio figures on HOST:PORT/metrics, as `fioscope serve` does, for a "
+                              "stack watching this host (default: no listener)")
+    capture.add_argument("--web.config.file", dest="web_config_file",
+                         help="with --web.listen-address: TLS and basic auth, in the exporter-toolkit format node_exporter takes")
     add_set_flag(capture)
 
 
