@@ -451,11 +451,14 @@ def guard_records(s: dict) -> list[Record]:
     groups reads them, so they evaluate beside those rather than after them."""
     # burst credits spent: IOPS *and* bytes/s fell to a fraction of their peaks (a request size that changes moves
     # one up when the other goes down: never a step-down), value the IOPS ratio. Per direction (ddir), as the ceilings
-    # are named: the reads of an independent client falling 4x for a minute are no step-down of a flat write cap
+    # are named: the reads of an independent client falling 4x for a minute are no step-down of a flat write cap. A
+    # direction that stopped (under min_iops: idle) fell to no level at all: a load that ended, not a baseline (a
+    # capture's layout writes, then reads at a cap, read "burst credits exhausted, IOPS fell 3.7e9x" on the cap's alert)
     step_down = [Record(
         n.DISK_STEP_DOWN_RATIO,
         f"max_over_time({iops}[%(stepDownLookback)s]) / clamp_min({iops}, 1e-9) >= %(throttle_step_down_ratio)s\n"
-        f"and {ON} max_over_time({bytes_}[%(stepDownLookback)s]) / clamp_min({bytes_}, 1e-9) >= %(throttle_step_down_ratio)s",
+        f"and {ON} max_over_time({bytes_}[%(stepDownLookback)s]) / clamp_min({bytes_}, 1e-9) >= %(throttle_step_down_ratio)s\n"
+        f"and {ON} {iops} >= %(throttle_min_iops)s",
         labels=(("ddir", ddir),)) for ddir, iops, bytes_ in STEP_DOWN_RATES]
     # each direction's recent peak, for a device busy within the envelope's window only (a ceiling needs one): its
     # readers (the long throttle alert, the cause ceiling: 18 selectors) then touch a fleet's few busy devices
