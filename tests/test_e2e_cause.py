@@ -11,11 +11,12 @@ The victim's load is a `fioscope capture` (its plan: the victim's paced job), so
 a person reads it: the Disk under load dashboard's cause row (its panel query, as Grafana asks it) and the capture's
 offline report (report.json and the rendered report.html, from the capture's own samples and the same rules).
 
-A wait above the disk and a write-back cliff run side by side under one more stack (see below the noisy neighbour):
-each named within 2 minutes of its onset, absent before it, nothing else named, its alert firing with the evidence
-(opt-in: FIOSCOPE_E2E_CAUSE_LAB=1; proven on one machine so far). So is a `fioscope capture` on the CPU-hog setup: the
-stack names the wait from the kernel's CPU pressure (alert, dashboard row), the capture's report from fio's median
-completion latency against the device's await.
+A wait above the disk, a write-back cliff and a provider's cap run side by side under one more stack (see below the
+noisy neighbour), each load a `fioscope capture` the stack scrapes live: each named within 2 minutes of its onset, absent before it,
+nothing else named, its alert firing with the evidence, the dashboard's cause row showing it, and the capture's own
+offline report naming it. Opt-in (FIOSCOPE_E2E_CAUSE_LAB=1): one more capture on the CPU-hog setup whose stack names
+the wait from the kernel's CPU pressure (the CPU route, off in the side-by-side stack), the capture's report from fio's
+median completion latency against the device's await.
 """
 
 from __future__ import annotations
@@ -32,13 +33,23 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fioscope.reporting.cause import LABELS as REPORT_WORDS
 from fioscope_mixin.cause import CAUSES
 from fioscope_mixin.names import THROTTLING_ALERTS
 from helpers.cli import fioscope_command
 from helpers.dashboard_queries import substitute
-from helpers.lab import e2e_overrides, fio_in_cgroup, fio_job, lab_disks, lay_out, require_root_lab, started, stop_fio
+from helpers.lab import (
+    e2e_overrides,
+    fio_in_cgroup,
+    fio_job,
+    lab_disks,
+    lay_out,
+    require_root_lab,
+    started,
+    stop_fio,
+)
 from helpers.native_stack import NativeStack
-from helpers.net import wait_for
+from helpers.net import free_port, wait_for
 from helpers.paths import REPO, checkout_env
 from helpers.prometheus import PromClient
 from helpers.report_page import rendered
@@ -56,7 +67,8 @@ PACE_UTIL = 0.2  # ... and at most this busy share of the victim's disk (the bas
 # CI's machine a 1,000 IOPS pace kept the victim's disk above it and no normal was ever recorded)
 UNCOUNTED_UTIL, UNCOUNTED_PACE = 0.05, 600
 NAMED_WITHIN = 120
-WATCH = 240  # seconds of the episode watched for any other cause
+WATCH = 240  # seconds of the episode watched for any other cause, at most ...
+WATCH_AFTER_ALERT = 150  # ... and at least, once the neighbour's alert fires (it fires ~100 s after onset)
 
 
 def causes(prom: PromClient, device: str) -> set[str]:
@@ -85,9 +97,10 @@ def cause_row(prom: PromClient, device: str, start: float, end: float) -> set[st
     return {texts[str(int(float(v)))] for series in prom.query_range(expr, start, end, 15) for _, v in series["values"]}
 
 
-def stop_capture(capture: subprocess.Popen, timeout: float = 420) -> int:
-    """Ctrl-C a running `fioscope capture`: it stops its load and writes the report of what it captured (exit 130)."""
-    if capture.poll() is None:
+def stop_capture(capture: subprocess.Popen, timeout: float = 420, interrupt: bool = True) -> int:
+    """Ctrl-C a running `fioscope capture` (``interrupt``: else one already sent; a second would abort it): it stops its
+    load and writes the report of what it captured (exit 130)."""
+    if interrupt and capture.poll() is None:
         capture.send_signal(signal.SIGINT)
     try:
         return capture.wait(timeout)
@@ -203,13 +216,14 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
             onset = time.time()
             loads.append(fio_in_cgroup(victim.cgroup, neighbour_job))
             seen: dict[str, float] = {}
-            while time.time() - onset < WATCH:
+            fired = None
+            while time.time() - onset < WATCH and not (fired and time.time() - onset >= WATCH_AFTER_ALERT):
                 for cause in causes(prom, dev):
                     seen.setdefault(cause, time.time() - onset)
+                fired = fired or alert(prom, "FioscopeDiskCauseNoisyNeighbour", dev)
                 time.sleep(5)
             after = {k: prom.value(f'{k}{{device="{dev}"}}') for k in ("fioscope:disk_iops", "fioscope:disk_await_seconds",
                                                                         "fioscope:disk_queue_size")}
-            fired = alert(prom, "FioscopeDiskCauseNoisyNeighbour", dev)
             shown = cause_row(prom, dev, onset - 60, time.time())
             paged_as_cap = {series["metric"]["alertname"] for series in prom.query_range(
                 f'ALERTS{{alertname=~"{"|".join(THROTTLING_ALERTS)}",alertstate="firing",device="{dev}"}}', onset, time.time(), 5)}
@@ -248,15 +262,16 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
 
 
 # ---------------------------------------------------------------------------- a wait above the disk and a write-back cliff
-# Two cases side by side under one native stack (15 s scrapes): CI's time allows one stack for both. Each fio job is
-# run by a fioscope exporter (the live figures the rules read: fio_run_running, its clat, its write rate); one
-# exporter runs one fio at a time, so the cliff's runs on a second exporter of the same host (its own file_sd group).
+# Three cases side by side under one native stack (15 s scrapes), each load a `fioscope capture` serving its live figures
+# (--web.listen-address) to the stack as the exporter would (fio_run_running, its clat, its write rate: what the rules
+# read), so each episode is read where a person reads it: the alert, the Disk under load dashboard's cause row and the
+# capture's own offline report of the same episode.
 #
-# A wait above the disk: a light paced read on a healthy lab disk from a fio job pinned to the last CPU; its [before]
-# job runs alone (the cause must be absent), then busy processes of a heavy cpu cgroup take that CPU and its
-# [starved] job reads on: the device answers as fast as before, fio's completions wait for the CPU. (fio's live
-# quantiles count from a job's start, so the starved reads are a job of their own: appended to a long calm run they
-# would move its median only after as many slow reads as calm ones.)
+# A wait above the disk: a light paced read on a healthy lab disk from a fio job pinned to the last CPU; the capture's
+# calm phase runs it alone (the cause must be absent), then busy processes of a heavy cpu cgroup take that CPU in an
+# idle phase and its starved phase reads on: the device answers as fast as before, fio's completions wait for the CPU.
+# (fio's live quantiles count from a run's start, so the starved reads are a phase of their own: appended to a long calm
+# run they would move its median only after as many slow reads as calm ones.)
 #
 # A write-back cliff: buffered writes paced at 5x the disk's write cap into a page cache of WB_CACHE bytes for that disk
 # (the disk's bdi: strict_limit, min_bytes = max_bytes; the host's own dirty limit is gigabytes): fio writes at its pace
@@ -266,18 +281,31 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
 # own cgroup caps it the same. Its queue is 16 requests of 64 KiB: the flusher's 1 MiB requests 128 deep would each
 # wait a minute at the cap (a stall, by the rules), and ext4's journal commits queued behind them block the writer for
 # seconds (measured: fio's rate then swings from 0 to 109 MiB/s and back to its pace).
+#
+# A provider's cap: random reads at a queue of 16, after an idle phase, on a lab disk whose backing file lives on a lower
+# lab disk whose reads are capped for every reader (the root group's rule), as a provider caps a volume: the capture's
+# one-second layout run too, which runs outside a lab disk's own cgroup and read as a burst before the cap (named burst
+# credits exhausted, rightly, from what the rules saw). A cap on the upper disk's own device would hold requests above
+# its queue: util low, no ceiling's signature; below it, the upper disk's requests wait in flight, as a guest's do.
+#
+# Each capture is stopped (Ctrl-C, as a person would) once its case's alert is in: it writes the report of what it
+# captured, its episode in it (the hog ends then: fio's final median, which the report reads, is the starved reads').
 WB_CAP = 2 * 1048576  # bytes/s the capped disk writes (any backing device sustains it)
 WB_PACE = 5 * WB_CAP  # fio's buffered writes (thinktime, no catch-up burst after a wait); throttled, fio writes
 # 1-1.5x the cap (measured), well under write_cliff_ratio 0.5 of its pace
 WB_CACHE = 300 * 1048576  # writeback starts near 58 % of it, fio is throttled from 75 %: ~22 s of pace, more than a
 # scrape interval (the peak is scraped), less than the flusher's 30 s expiry
+WB_IDLE = 20  # seconds of the cliff capture's first phase: the prepare run's few dirty pages written back
+CAP_IOPS = 500  # the capped disk's reads/s
+CAP_IDLE = 20  # seconds of the cap capture's first phase
 WAIT_RATE = 50  # the light read's IO/s
-WAIT_BEFORE = 45  # seconds of the [before] job: three scrapes of fio's clat at the device's own latency
-WAIT_GAP = 10  # the [starved] job starts this long after [before] ends; the hog starts half-way
+WAIT_CALM = 45  # seconds of the wait capture's calm phase: three scrapes of fio's clat at the device's own latency
+WAIT_GAP = 10  # its idle phase before the starved one; the hog starts half-way
 HOGS = 3
 ALERT_FOR = 60  # durations.cause
-START_DELAY = 30  # both schedules start this long after the exporters (the stack scrapes them by then)
+PHASE_CAP = 600  # the captures' last phases: longer than the test waits (it stops them)
 SIDE_SETTINGS = [*SETTINGS, "thresholds.cause.steal_ratio=1.5"]  # the CPU route off (SETTINGS): the clat route is tested
+
 
 
 def exposition(url: str) -> dict:
@@ -343,14 +371,16 @@ def small_queue(device: str):
 
 
 @contextlib.contextmanager
-def root_write_cap(majmin: str, bps: int):
-    """Every write to ``majmin`` capped, the flusher's too (cgroup v1's root group); lifted on exit."""
-    rule = Path("/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device")
-    rule.write_text(f"{majmin} {bps}")
+def root_cap(majmin: str, rule: str, limit: int):
+    """Every request to ``majmin`` capped by ``rule`` (``write_bps_device``, ``read_iops_device``...), whoever issues it:
+    the flusher's write-back, a capture's layout run (cgroup v1's root group), as a provider caps a volume; lifted on
+    exit."""
+    path = Path("/sys/fs/cgroup/blkio") / f"blkio.throttle.{rule}"
+    path.write_text(f"{majmin} {limit}")
     try:
         yield
     finally:
-        rule.write_text(f"{majmin} 0")
+        path.write_text(f"{majmin} 0")
 
 
 @contextlib.contextmanager
@@ -380,22 +410,30 @@ def cpu_hog(cpu: int, count: int):
         remove_cgroup(group)
 
 
+def start_capture(tmp: Path, name: str, directory: str, device: str, phases: list[dict], port: int,
+                  cgroup: str = "") -> tuple[subprocess.Popen, Path, Path]:
+    """A `fioscope capture` of ``phases`` on ``device``, serving its live figures on ``port``; (process, bundle, log)."""
+    plan, bundle, log_path = tmp / f"{name}-plan.yaml", tmp / f"{name}-bundle", tmp / f"{name}-capture.log"
+    plan.write_text(yaml.safe_dump({"phases": phases}))
+    flags = ["--target.dir", directory, "--plan", plan, "--output", bundle, "--device", device,
+             "--web.listen-address", f"127.0.0.1:{port}", *(["--target.cgroup", cgroup] if cgroup else [])]
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(fioscope_command("capture", *flags), stdout=log, stderr=subprocess.STDOUT, env=checkout_env())
+    return proc, bundle, log_path
+
+
 @pytest.fixture(scope="module")
 def side_by_side(tmp_path_factory) -> dict:
-    """Both cases at once under one stack; what happened to each (its device, onset, figures, alert)."""
+    """Both cases at once under one stack; what happened to each (its device, onset, figures, alert, cause row, report)."""
     require_root_lab()
-    if not os.environ.get("FIOSCOPE_E2E_CAUSE_LAB"):
-        # passed on this VM (kernel 6.18, 4 ms tick) but the hog's delay of fio's completions depends on the scheduler
-        # tick and cgroup weights, and the cliff on page-cache and bdi limits: opt-in until they hold on CI's machine
-        pytest.skip("the CPU-hog and write-back cases: FIOSCOPE_E2E_CAUSE_LAB=1 runs them (about 3 minutes)")
     from fioscope import lab
-    from helpers.processes import Exporter
 
     if lab.cgroup_version() != 1 or not Path("/sys/fs/cgroup/cpu/cpu.shares").exists() or (os.cpu_count() or 1) < 2:
         pytest.skip("needs cgroup v1 blkio and cpu (the write-back cap, the hog's weight) and two CPUs (one hogged)")
     tmp = tmp_path_factory.mktemp("cause-side-by-side")
     hog_cpu = (os.cpu_count() or 2) - 1
-    out: dict = {"wait": {}, "cliff": {}}
+    out: dict = {"wait": {}, "cliff": {}, "cap": {}}
+    captures: list[subprocess.Popen] = []
     with contextlib.ExitStack() as es:
         up = es.enter_context(lab_disks(tmp / "lab"))
         wait_disk = up("healthy", "ce-wait")
@@ -403,90 +441,110 @@ def side_by_side(tmp_path_factory) -> dict:
         inner = Path(lower.mountpoint) / "lab"
         cliff_disk = lab.up("write-capped", name="ce-wb-cliff", size="1536M", state_dir=inner, write_bps=WB_CAP)
         es.callback(lab.down, cliff_disk.name, inner)
-        es.enter_context(root_write_cap(cliff_disk.backing_device, WB_CAP))
+        es.enter_context(root_cap(cliff_disk.backing_device, "write_bps_device", WB_CAP))
         es.enter_context(bdi_cache(cliff_disk.device_name, WB_CACHE))
         es.enter_context(small_queue(cliff_disk.device_name))
+        cap_lower = up("healthy", "ce-cap-lower")
+        cap_inner = Path(cap_lower.mountpoint) / "lab"
+        cap_disk = lab.up("healthy", name="ce-cap", size="512M", state_dir=cap_inner)
+        es.callback(lab.down, cap_disk.name, cap_inner)
+        es.enter_context(root_cap(cap_disk.backing_device, "read_iops_device", CAP_IOPS))
 
-        wait_job = fio_job(tmp / "wait.fio", wait_disk.mountpoint, [
-            f"[before]\nruntime={WAIT_BEFORE}",
-            f"[starved]\nstonewall\nstartdelay={WAIT_GAP}\nruntime=240"],
-            global_opts=(f"ioengine=psync\nrw=randread\nbs=4k\nsize=64m\nrate_iops={WAIT_RATE}\nfilename=wait.dat\n"
-                         f"cpus_allowed={hog_cpu}"))
-        lay_out(wait_job)
-        burst_job = fio_job(tmp / "burst.fio", cliff_disk.mountpoint, [
+        light = (f"ioengine=psync\nrw=randread\nbs=4k\nsize=64m\nrate_iops={WAIT_RATE}\nfilename=wait.dat\n"
+                 f"cpus_allowed={hog_cpu}\nruntime=${{RUNTIME}}")
+        calm = fio_job(tmp / "calm.fio", wait_disk.mountpoint, ["[calm]"], global_opts=light)
+        starved = fio_job(tmp / "starved.fio", wait_disk.mountpoint, ["[starved]"], global_opts=light)
+        burst = fio_job(tmp / "burst.fio", cliff_disk.mountpoint, [
             f"[burst]\nrw=write\nbs=64k\ndirect=0\nioengine=psync\nthinktime={65536 * 1000000 // WB_PACE}\nthinktime_blocks=1\n"
-            "size=1g\nruntime=300\nfilename=burst.dat\n"
-            "cpus_allowed=0"])
+            "size=1g\nruntime=${RUNTIME}\nfilename=burst.dat\ncpus_allowed=0"])
+        over_cap = fio_job(tmp / "over-cap.fio", cap_disk.mountpoint, [
+            "[over-cap]\nrw=randread\nbs=4k\nsize=128m\niodepth=16\nruntime=${RUNTIME}\nfilename=cap.dat\ncpus_allowed=0"])
 
+        # the stack scrapes the captures as this host's exporters (their own file_sd group, host "local" as its own)
+        wait_port, cliff_port, cap_port = free_port(), free_port(), free_port()
         hosts = tmp / "hosts"
         hosts.mkdir()
-        second = tmp / "second"
-        second.mkdir()
-        cliff_config = config_with_targets(second / "fioscope.yaml", [{"name": "cliff", "directory": cliff_disk.mountpoint,
-                                                                       "cgroup": cliff_disk.cgroup}])
-        data = yaml.safe_load(cliff_config.read_text())
-        data["schedule"] = [{"job": str(burst_job), "target": "cliff", "start_delay": f"{START_DELAY}s"}]
-        cliff_config.write_text(yaml.safe_dump(data))
-        exporter = Exporter(second, config=cliff_config, results=second / "results")
-        es.callback(exporter.stop)
-        # the same host's second exporter: its series carry host "local" like the stack's own
-        (hosts / "second.yml").write_text(yaml.safe_dump([{"targets": [f"127.0.0.1:{exporter.port}"],
-                                                          "labels": {"host": "local", "__fioscope_job": "fioscope"}}]))
+        (hosts / "captures.yml").write_text(yaml.safe_dump([{"targets": [f"127.0.0.1:{p}" for p in (wait_port, cliff_port, cap_port)],
+                                                            "labels": {"host": "local", "__fioscope_job": "fioscope"}}]))
         config = config_with_targets(tmp / "fioscope.yaml", [{"name": "wait", "directory": wait_disk.mountpoint}])
-        data = yaml.safe_load(config.read_text())
-        data["schedule"] = [{"job": str(wait_job), "target": "wait", "start_delay": f"{START_DELAY}s"}]
-        config.write_text(yaml.safe_dump(data))
         stack = es.enter_context(started(NativeStack(tmp / "stack", e2e_overrides(
             rate_window="1m", extra=[*SIDE_SETTINGS, f"stack.hosts_dir={hosts}"], scrape_interval=SCRAPE), fioscope_config=config)))
         prom = PromClient(stack.url("prometheus"))
-        wait_dev, cliff_dev = wait_disk.device_name, cliff_disk.device_name
-        wait_for(lambda: len(prom.query(f'node_disk_reads_completed_total{{device=~"{wait_dev}|{cliff_dev}"}}')) == 2, 90, interval=1,
-                 what="node_exporter scraped")
-        wait_for(lambda: len(prom.query('up{job="fioscope"} == 1')) == 2, 90, interval=1, what="both exporters scraped")
+        wait_dev, cliff_dev, cap_dev = wait_disk.device_name, cliff_disk.device_name, cap_disk.device_name
+        wait_for(lambda: len(prom.query(f'node_disk_reads_completed_total{{device=~"{wait_dev}|{cliff_dev}|{cap_dev}"}}')) == 3, 90,
+                 interval=1, what="node_exporter scraped")
 
-        wait, cliff = out["wait"], out["cliff"]
-        wait.update(device=wait_dev)
-        cliff.update(device=cliff_dev, peak=0.0)
-        main_metrics = stack.url("fioscope", "/metrics")
+        wait_capture, wait_bundle, wait_log = start_capture(tmp, "wait", wait_disk.mountpoint, wait_dev, [
+            {"job": str(calm), "duration": f"{WAIT_CALM}s"}, {"idle": f"{WAIT_GAP}s"},
+            {"job": str(starved), "duration": f"{PHASE_CAP}s"}], wait_port)
+        captures.append(wait_capture)
+        cliff_capture, cliff_bundle, cliff_log = start_capture(tmp, "cliff", cliff_disk.mountpoint, cliff_dev, [
+            {"idle": f"{WB_IDLE}s"}, {"job": str(burst), "duration": f"{PHASE_CAP}s"}], cliff_port, cliff_disk.cgroup)
+        captures.append(cliff_capture)
+        cap_capture, cap_bundle, cap_log = start_capture(tmp, "cap", cap_disk.mountpoint, cap_dev, [
+            {"idle": f"{CAP_IDLE}s"}, {"job": str(over_cap), "duration": f"{PHASE_CAP}s"}], cap_port)
+        captures.append(cap_capture)
+        es.callback(lambda: [stop_capture(c) for c in captures])
+        wait_for(lambda: len(prom.query('up{job="fioscope"} == 1')) == 4, 120, interval=1, what="the captures scraped")
+
+        wait, cliff, cap = out["wait"], out["cliff"], out["cap"]
+        wait.update(device=wait_dev, bundle=wait_bundle, log=wait_log)
+        cliff.update(device=cliff_dev, peak=0.0, bundle=cliff_bundle, log=cliff_log)
+        cap.update(device=cap_dev, bundle=cap_bundle, log=cap_log)
+        for case, proc in ((wait, wait_capture), (cliff, cliff_capture), (cap, cap_capture)):
+            case["capture"] = proc
         hog = contextlib.ExitStack()  # closed once the wait's alert is in: a hogged CPU slows everything else
         es.callback(hog.close)
-        deadline = time.time() + START_DELAY + 420
+        deadline = time.time() + 480
         t0 = shown = time.time()
         while time.time() < deadline:
             now = time.time()
-            metrics = exposition(main_metrics)
-            if "start" not in wait and live(metrics, "fio_run_running", jobname="before") == 1:
+            log_text = wait_log.read_text()
+            if "start" not in wait and "[1/3]" in log_text:
                 wait["start"] = now
-            if "start" in wait and "onset" not in wait and now >= wait["start"] + WAIT_BEFORE + WAIT_GAP / 2:
+            if "gap" not in wait and "[2/3]" in log_text:
+                wait["gap"] = now
+            if "gap" in wait and "onset" not in wait and now >= wait["gap"] + WAIT_GAP / 2:
                 wait["onset"] = hog.enter_context(cpu_hog(hog_cpu, HOGS))
-            bw = live(exporter.metrics(), "fio_bandwidth_bytes_per_second", jobname="burst", ddir="write")
-            if bw is not None:
-                cliff.setdefault("start", now)
-                if "onset" not in cliff:
-                    cliff["peak"] = max(cliff["peak"], bw)
-                    if cliff["peak"] >= 0.5 * WB_PACE and bw < 0.5 * cliff["peak"]:
-                        cliff["onset"], cliff["fell_to"] = now, bw
-            for case, name in ((wait, "FioscopeDiskCauseWaitAboveDisk"), (cliff, "FioscopeDiskCauseWritebackCliff")):
+            if "onset" not in cap and "[2/2]" in cap_log.read_text():  # the load above the cap starts
+                cap["start"] = cap["onset"] = now
+            with contextlib.suppress(OSError):
+                bw = live(exposition(f"http://127.0.0.1:{cliff_port}/metrics"), "fio_bandwidth_bytes_per_second",
+                          jobname="burst", ddir="write")
+                if bw is not None:
+                    cliff.setdefault("start", now)
+                    if "onset" not in cliff:
+                        cliff["peak"] = max(cliff["peak"], bw)
+                        if cliff["peak"] >= 0.5 * WB_PACE and bw < 0.5 * cliff["peak"]:
+                            cliff["onset"], cliff["fell_to"] = now, bw
+            for case, name in ((wait, "FioscopeDiskCauseWaitAboveDisk"), (cliff, "FioscopeDiskCauseWritebackCliff"),
+                               (cap, "FioscopeDiskCauseProviderCap")):
                 if not case.get("alert") and "onset" in case:
                     case["alert"] = alert(prom, name, case["device"])
                     if case["alert"]:
                         case["alert_after"] = now - case["onset"]
+                        case["capture"].send_signal(signal.SIGINT)
+                        case["interrupted"] = now
                         if case is wait:
                             hog.close()
+                            wait["hog_end"] = time.time()
             if now >= shown + 15:  # the rules' view, a line a scrape (-s)
                 shown = now
-                print(progress(prom, now - t0, wait_dev, cliff_dev), flush=True)
-            # both alerts, or each case's time: named within NAMED_WITHIN, then the alert's `for`, and a margin
-            late = [c for c in (wait, cliff)
+                print(progress(prom, now - t0, wait_dev, cliff_dev, cap_dev), flush=True)
+            # every alert, or each case's time: named within NAMED_WITHIN, then the alert's `for`, and a margin
+            late = [c for c in (wait, cliff, cap)
                     if not c.get("alert") and not ("onset" in c and now > c["onset"] + NAMED_WITHIN + ALERT_FOR + 45)]
-            if not late:
+            if not late or any(c["capture"].poll() is not None and "interrupted" not in c for c in (wait, cliff, cap)):
                 break
             time.sleep(1)
         end = time.time()
-        for case in (wait, cliff):
+        hog.close()
+        wait.setdefault("hog_end", end)
+        for case in (wait, cliff, cap):
             dev = case["device"]
             case["end"] = end
             case["history"] = cause_history(prom, dev, case.get("start", end) - 30, end) if "start" in case else {}
+            case["row"] = cause_row(prom, dev, case.get("start", end) - 30, end)
             q = f'{{device="{dev}"}}'
             case["await"] = values_between(prom, f"fioscope:disk_await_seconds{q}", case.get("start", end), end)
             case["util"] = values_between(prom, f"fioscope:disk_util_ratio:irate{q}", case.get("start", end), end)
@@ -500,11 +558,14 @@ def side_by_side(tmp_path_factory) -> dict:
         cliff["fio_bw"] = values_between(prom, f'fio_bandwidth_bytes_per_second{{device="{cliff_dev}",ddir="write"}}', since, end)
         cliff["device_bw"] = values_between(prom, f'fioscope:disk_write_bytes_per_second{{device="{cliff_dev}"}}', since, end)
         cliff["in_flight"] = values_between(prom, f'node_disk_io_now{{device="{cliff_dev}"}}', cliff.get("start", end), end)
+        # each capture's report of what it captured (Ctrl-C: exit 130, the report written)
+        for case in (wait, cliff, cap):
+            case["exited"] = stop_capture(case.pop("capture"), interrupt="interrupted" not in case)
     return out
 
 
-def progress(prom: PromClient, elapsed: float, wait_dev: str, cliff_dev: str) -> str:
-    """One line of what the rules see of both disks (printed a scrape apart with -s)."""
+def progress(prom: PromClient, elapsed: float, wait_dev: str, cliff_dev: str, cap_dev: str) -> str:
+    """One line of what the rules see of the three disks (printed a scrape apart with -s)."""
     def one(expr: str, scale: float = 1.0) -> str:
         v = prom.value(expr)
         return "-" if v is None else f"{v * scale:.3g}"
@@ -518,6 +579,8 @@ def progress(prom: PromClient, elapsed: float, wait_dev: str, cliff_dev: str) ->
             + f" | cliff {cliff_dev}: {','.join(sorted(causes(prom, cliff_dev))) or 'none'}, fio "
             + one("max(fio_bandwidth_bytes_per_second{" + c + ',ddir="write"})', 1 / 1048576) + " MiB/s, util "
             + one("fioscope:disk_util_ratio:irate{" + c + "}") + ", in flight " + one("node_disk_io_now{" + c + "}")
+            + f" | cap {cap_dev}: {','.join(sorted(causes(prom, cap_dev))) or 'none'}, IO/s "
+            + one('fioscope:disk_iops{device="' + cap_dev + '"}')
             + " | " + (",".join(alerts) or "no cause alerts"))
 
 
@@ -532,9 +595,28 @@ def report(label: str, case: dict) -> str:
             f"{spread(case['await'], 1e3, ' ms')}, util {spread(case['util'], 100, ' %')}, IO/s {spread(case['iops'])}")
 
 
-def test_wait_above_disk(side_by_side):
+def check_capture_report(label: str, case: dict, cause: str, tmp_path: Path) -> str:
+    """The capture's own report of the episode names ``cause`` for its device (report.json: the device's cause and its
+    episodes, none before the onset; report.html's headline, rendered); its verdict line."""
+    bundle = case["bundle"]
+    assert case["exited"] == 130 and (bundle / "report.json").is_file(), \
+        f"the {label} capture exited {case['exited']}: {case['log'].read_text()[-2000:]}"
+    [device] = [d for d in json.loads((bundle / "report.json").read_text())["devices"] if d["device"] == case["device"]]
+    named = [e for e in device["cause_episodes"] if e["cause"] and not e["brief"]]
+    print(f"[{label}] the capture's report: {device['verdict']}; episodes: "
+          + "; ".join(f"{e['cause']} +{e['start'] - case['onset']:.0f}..+{e['end'] - case['onset']:.0f} s" for e in device["cause_episodes"]))
+    assert device["cause"] and device["cause"]["key"] == cause, device["verdict"]
+    assert {e["cause"] for e in named} == {cause}, named
+    assert min(e["start"] for e in named) >= case["onset"] - 15, f"named before the onset: {named}"
+    assert f"slow because of {REPORT_WORDS[cause]}" in device["verdict"], device["verdict"]
+    [headline] = rendered(bundle, tmp_path).of("headline", device=case["device"])
+    assert f"slow because of {REPORT_WORDS[cause]}" in headline["text"], headline["text"]
+    return device["verdict"]
+
+
+def test_wait_above_disk(side_by_side, tmp_path):
     case = side_by_side["wait"]
-    assert "start" in case, "the exporter never ran the light read"
+    assert "start" in case, f"the capture never ran the light read: {case['log'].read_text()[-2000:]}"
     assert "onset" in case, "the hog never started"
     figures = (f"{report('wait above the disk', case)}; fio clat p50 before {spread(case['clat_before'], 1e3, ' ms')}, "
                f"after {spread(case['clat_after'], 1e3, ' ms')}; device await before {spread(case['await_before'], 1e3, ' ms')}; "
@@ -552,11 +634,15 @@ def test_wait_above_disk(side_by_side):
     assert set(case["history"]) == {"wait_above_disk"}, f"other causes named: {figures}"
     assert fired, f"FioscopeDiskCauseWaitAboveDisk did not fire: {figures}"
     assert "fio's median completion latency" in fired["annotations"]["description"], fired["annotations"]["description"]
+    print(f"[wait above the disk] the dashboard's cause row showed: {sorted(case['row'])}")
+    assert case["row"] == {"not slow", "wait above the disk"}, case["row"]
+    verdict = check_capture_report("wait above the disk", case, "wait_above_disk", tmp_path)
+    assert f"slow because of {REPORT_WORDS['wait_above_disk']}: fio's median completion latency" in verdict, verdict
 
 
-def test_writeback_cliff(side_by_side):
+def test_writeback_cliff(side_by_side, tmp_path):
     case = side_by_side["cliff"]
-    assert "start" in case, "the exporter never ran the burst"
+    assert "start" in case, f"the capture never ran the burst: {case['log'].read_text()[-2000:]}"
     figures = (f"{report('write-back cliff', case)}; fio's write rate peaked at {case['peak'] / 1048576:.1f} MiB/s "
                f"(paced {WB_PACE / 1048576:.0f}), scraped {spread(case['fio_bw'], 1 / 1048576, ' MiB/s')}; the device wrote "
                f"{spread(case['device_bw'], 1 / 1048576, ' MiB/s')} (cap {WB_CAP / 1048576:.0f}), in flight {spread(case['in_flight'])}")
@@ -577,6 +663,32 @@ def test_writeback_cliff(side_by_side):
     assert "write-back cliff" in fired["annotations"]["description"] and "its peak" in fired["annotations"]["description"]
     # fio's own rate and peak, the cliff the page cache hides from the device (which writes at its cap throughout)
     assert "; the fio job writes at " in fired["annotations"]["description"], fired["annotations"]["description"]
+    print(f"[write-back cliff] the dashboard's cause row showed: {sorted(case['row'])}")
+    assert case["row"] == {"not slow", "write-back cliff"}, case["row"]
+    check_capture_report("write-back cliff", case, "writeback_cliff", tmp_path)
+
+
+def test_provider_cap(side_by_side, tmp_path):
+    case = side_by_side["cap"]
+    assert "onset" in case, f"the capture never ran the load above the cap: {case['log'].read_text()[-2000:]}"
+    figures = report("provider's cap", case)
+    print("\n" + figures)
+    fired = case.get("alert")
+    if fired:
+        print(f"[provider's cap] {fired['annotations']['summary']}: {fired['annotations']['description']}")
+    before = [c for c, times in case["history"].items() if min(times) < case["onset"]]
+    assert not before, f"named before the load: {before}; {figures}"
+    after = named_after(case, "provider_cap")
+    assert after is not None, f"no provider's cap named: {figures}"
+    # the rules decide at 2 minutes in promtool; a live stack adds the scrape's phase and the groups' offsets (up to a
+    # scrape interval: tests/test_e2e_envelope.py)
+    assert after <= NAMED_WITHIN + 15, f"named {after:.0f} s after onset: {figures}"
+    assert set(case["history"]) == {"provider_cap"}, f"other causes named: {figures}"
+    assert fired, f"FioscopeDiskCauseProviderCap did not fire: {figures}"
+    assert "slow because of the provider's cap on the volume" in fired["annotations"]["description"], fired["annotations"]
+    print(f"[provider's cap] the dashboard's cause row showed: {sorted(case['row'])}")
+    assert case["row"] == {"not slow", "provider cap"}, case["row"]
+    check_capture_report("provider's cap", case, "provider_cap", tmp_path)
 
 
 # ---------------------------------------------------------------------------- a capture on the CPU-hog setup
