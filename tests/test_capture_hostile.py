@@ -135,7 +135,8 @@ def test_bad_capture_flags_are_one_line_before_anything_runs(tmp_path, target, f
              "listen": [(["--web.listen-address", f"127.0.0.1:{port}"], ("--web.listen-address", f"127.0.0.1:{port}", "in use")),
                         (["--web.listen-address", "nowhere"], ("--web.listen-address", "nowhere")),
                         (["--web.listen-address", "127.0.0.1:0", "--web.config.file", str(a_file)],
-                         ("--web.config.file", str(a_file)))]}[flags]
+                         ("--web.config.file", str(a_file))),
+                        (["--web.config.file", str(a_file)], ("--web.config.file", "only with --web.listen-address"))]}[flags]
     for args, words in cases:
         out = tmp_path / "out"
         one_line(fioscope("capture", "--target.dir", target, "--output", out, *args, timeout=60), 2, *words)

@@ -680,9 +680,10 @@ def test_provider_cap(side_by_side, tmp_path):
     assert not before, f"named before the load: {before}; {figures}"
     after = named_after(case, "provider_cap")
     assert after is not None, f"no provider's cap named: {figures}"
-    # the rules decide at 2 minutes in promtool; a live stack adds the scrape's phase and the groups' offsets (up to a
-    # scrape interval: tests/test_e2e_envelope.py)
-    assert after <= NAMED_WITHIN + 15, f"named {after:.0f} s after onset: {figures}"
+    # promtool's scenarios name a cap at 90 s at 15 s scrapes, within the 2 minutes; a live stack adds the scrape's
+    # phase and each group's offset in its interval (the envelope's lab pages 28 s after promtool's 60 s:
+    # tests/test_e2e_envelope.py). Measured here: 90-120 s after the load started
+    assert after <= NAMED_WITHIN + 30, f"named {after:.0f} s after onset: {figures}"
     assert set(case["history"]) == {"provider_cap"}, f"other causes named: {figures}"
     assert fired, f"FioscopeDiskCauseProviderCap did not fire: {figures}"
     assert "slow because of the provider's cap on the volume" in fired["annotations"]["description"], fired["annotations"]

@@ -395,6 +395,9 @@ def serve_live(store: Store, args) -> Server | None:
     from .config import ConfigError
 
     if not getattr(args, "listen_address", None):
+        if getattr(args, "web_config_file", None):
+            raise CaptureError(f"--web.config.file {args.web_config_file}: only with --web.listen-address "
+                               "(the capture serves nothing without it)")
         return None
     store.hold_new_series()  # what the capture runs is new: its counters start at zero for rate()
     try:
