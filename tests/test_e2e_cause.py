@@ -288,7 +288,7 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
 # credits exhausted, rightly, from what the rules saw). A cap on the upper disk's own device would hold requests above
 # its queue: util low, no ceiling's signature; below it, the upper disk's requests wait in flight, as a guest's do.
 #
-# Each capture is stopped (Ctrl-C, as a person would) once its case's alert is in: it writes the report of what it
+# Each capture is stopped (Ctrl-C, as a person would) 30 s after its case's alert: it writes the report of what it
 # captured, its episode in it (the hog ends then: fio's final median, which the report reads, is the starved reads').
 WB_CAP = 2 * 1048576  # bytes/s the capped disk writes (any backing device sustains it)
 WB_PACE = 5 * WB_CAP  # fio's buffered writes (thinktime, no catch-up burst after a wait); throttled, fio writes
@@ -304,6 +304,7 @@ WAIT_GAP = 10  # its idle phase before the starved one; the hog starts half-way
 HOGS = 3
 ALERT_FOR = 60  # durations.cause
 PHASE_CAP = 600  # the captures' last phases: longer than the test waits (it stops them)
+AFTER_ALERT = 30  # seconds a case is watched after its alert, before its capture is stopped
 SIDE_SETTINGS = [*SETTINGS, "thresholds.cause.steal_ratio=1.5"]  # the CPU route off (SETTINGS): the clat route is tested
 
 
@@ -523,17 +524,21 @@ def side_by_side(tmp_path_factory) -> dict:
                     case["alert"] = alert(prom, name, case["device"])
                     if case["alert"]:
                         case["alert_after"] = now - case["onset"]
-                        case["capture"].send_signal(signal.SIGINT)
-                        case["interrupted"] = now
-                        if case is wait:
-                            hog.close()
-                            wait["hog_end"] = time.time()
+                        case["alert_at"] = now
+                # the episode watched AFTER_ALERT more (any other cause; the cap's alert fires as its cause is first
+                # recorded), then the capture stopped
+                if case.get("alert") and "interrupted" not in case and now >= case["alert_at"] + AFTER_ALERT:
+                    case["capture"].send_signal(signal.SIGINT)
+                    case["interrupted"] = now
+                    if case is wait:
+                        hog.close()
+                        wait["hog_end"] = time.time()
             if now >= shown + 15:  # the rules' view, a line a scrape (-s)
                 shown = now
                 print(progress(prom, now - t0, wait_dev, cliff_dev, cap_dev), flush=True)
             # every alert, or each case's time: named within NAMED_WITHIN, then the alert's `for`, and a margin
             late = [c for c in (wait, cliff, cap)
-                    if not c.get("alert") and not ("onset" in c and now > c["onset"] + NAMED_WITHIN + ALERT_FOR + 45)]
+                    if "interrupted" not in c and not ("onset" in c and now > c["onset"] + NAMED_WITHIN + ALERT_FOR + 45)]
             if not late or any(c["capture"].poll() is not None and "interrupted" not in c for c in (wait, cliff, cap)):
                 break
             time.sleep(1)
