@@ -532,7 +532,6 @@ def side_by_side(tmp_path_factory) -> dict:
                     case["interrupted"] = now
                     if case is wait:
                         hog.close()
-                        wait["hog_end"] = time.time()
             if now >= shown + 15:  # the rules' view, a line a scrape (-s)
                 shown = now
                 print(progress(prom, now - t0, wait_dev, cliff_dev, cap_dev), flush=True)

@@ -391,8 +391,8 @@ def serve_live(store: Store, args) -> Server | None:
     """--web.listen-address: the capture's store served as the exporter serves its own (fio's live figures while a
     load runs, each finished phase's results), so a stack watching the host sees the capture's load as it sees the
     exporter's; None without the flag."""
-    from .cli import listen
     from .config import ConfigError
+    from .http import listen
 
     if not getattr(args, "listen_address", None):
         if getattr(args, "web_config_file", None):

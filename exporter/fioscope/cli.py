@@ -33,11 +33,7 @@ from .jobs import check_safe, load_job, resolve_job
 from .lab import KINDS as LAB_KINDS
 
 if TYPE_CHECKING:
-    from .http import Server
-    from .scanner import ScanLoop
-    from .store import Store
     from .thresholds import Thresholds
-    from .webconfig import WebConfig
 
 log = logging.getLogger("fioscope")
 
@@ -149,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_serve(args) -> int:
+    from .http import listen
     from .runner import Runner, Scheduler
     from .scanner import ScanLoop
     from .store import Store
@@ -184,30 +181,6 @@ def cmd_serve(args) -> int:
     log.info("serving %s results from %s on %s://%s:%s/metrics", len(store.jobs), config.results_dir, scheme, *server.server_address[:2])
     server.serve_forever()
     return 0
-
-
-def listen(store: Store, address: str, web_config_file: str | None, scan_loop: ScanLoop | None = None,
-           scheduler: threading.Thread | None = None) -> tuple[Server, WebConfig | None]:
-    """Serve ``store``'s /metrics on ``address`` (``fioscope serve``, and a capture's --web.listen-address): the web
-    config read first; a listener beyond loopback without it is one warning. OSError names the address (or the file)."""
-    from .collector import Exposition
-    from .collector.exporter import ScrapeTimer
-    from .http import is_loopback, parse_listen_address, serve
-    from .webconfig import load_web_config
-
-    web = load_web_config(web_config_file) if web_config_file else None
-    timer = ScrapeTimer()
-    try:
-        host, _ = parse_listen_address(address)
-    except ValueError as exc:  # names the flag
-        raise OSError(str(exc)) from None
-    try:
-        server = serve(Exposition(store, timer, scan_loop, scheduler, web.status if web else None), timer, address, web)
-    except OSError as exc:
-        raise OSError(f"--web.listen-address {address}: cannot listen there: {exc.strerror or exc}") from None
-    if web is None and not is_loopback(host):
-        log.warning("listening on %s beyond loopback without TLS or authentication: give --web.config.file", address)
-    return server, web
 
 
 def _run_target(args, config: Config) -> Target:

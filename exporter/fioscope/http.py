@@ -31,6 +31,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -39,7 +40,11 @@ from . import __version__
 from .collector import Exposition
 from .collector.exporter import ScrapeTimer
 from .resources import runbook_html
-from .webconfig import WebConfig
+from .webconfig import WebConfig, load_web_config
+
+if TYPE_CHECKING:
+    from .scanner import ScanLoop
+    from .store import Store
 
 log = logging.getLogger("fioscope.http")
 
@@ -378,3 +383,22 @@ class Server:
 def serve(exposition: Exposition, timer: ScrapeTimer, address: str, web: WebConfig | None = None) -> Server:
     host, port = parse_listen_address(address)
     return Server(make_app(exposition, timer), host, port, web)
+
+
+def listen(store: Store, address: str, web_config_file: str | None, scan_loop: ScanLoop | None = None,
+           scheduler: threading.Thread | None = None) -> tuple[Server, WebConfig | None]:
+    """Serve ``store``'s /metrics on ``address`` (``fioscope serve``, and a capture's --web.listen-address): the web
+    config read first; a listener beyond loopback without it is one warning. OSError names the address (or the file)."""
+    web = load_web_config(web_config_file) if web_config_file else None
+    timer = ScrapeTimer()
+    try:
+        host, _ = parse_listen_address(address)
+    except ValueError as exc:  # names the flag
+        raise OSError(str(exc)) from None
+    try:
+        server = serve(Exposition(store, timer, scan_loop, scheduler, web.status if web else None), timer, address, web)
+    except OSError as exc:
+        raise OSError(f"--web.listen-address {address}: cannot listen there: {exc.strerror or exc}") from None
+    if web is None and not is_loopback(host):
+        log.warning("listening on %s beyond loopback without TLS or authentication: give --web.config.file", address)
+    return server, web
