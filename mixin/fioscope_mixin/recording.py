@@ -111,20 +111,31 @@ UTIL_IRATE = Record(n.DISK_UTIL_RATIO_IRATE, _irate("util"))
 # Stalled: requests in flight (the in-flight gauge, averaged over the stall window) and (almost) none completing: fewer
 # than max_iops a second, or so few that each waits request_seconds by Little's law (in flight / completions); or await
 # in seconds while the IOPS collapsed. Not util or aqu-sz: the kernel updates busy time only when a request starts or
-# completes, so both under-report a stall (util 25 % with 32 in flight). Not a device idle now (none in flight at the
-# newest scrape, none completing): a deep-queue load that has just ended still averages many in flight over the window
+# completes, so both under-report a stall (util 25 % with 32 in flight).
+# None completing needs requests in flight at every scrape of the window, as the cause's stall: a deep-queue load's
+# first scrape has its queue in flight and a few completions counted (a rate of 0.5/s: a critical page at each such
+# start; in CI a Prometheus restart then left it unresolved, hiding the cap's alert). A collapse needs some in flight
+# (or completing) at the newest scrape only: its await in seconds is counted from completions, never a start. Neither
+# holds for a device idle now: a deep-queue load that has just ended still averages many in flight over the window
 # while a rate window shorter than it already counts no completions (the e2e stack's 20 s: each such end read as a stall).
 IN_FLIGHT = "avg_over_time(%s{%%(diskSelector)s}[%%(stallWindow)s])" % columns.IN_FLIGHT_SERIES
 STALLED = Record(n.DISK_STALLED_IN_FLIGHT, (
     f"{IN_FLIGHT} >= %(stall_min_in_flight)s\n"
-    f"and {ON} ({columns.IN_FLIGHT_SERIES}{{%(diskSelector)s}} >= %(stall_min_in_flight)s or fioscope:disk_iops >= %(stall_max_iops)s)\n"
     f"and {ON} (\n"
-    "  fioscope:disk_iops < %(stall_max_iops)s\n"
-    f"  or {IN_FLIGHT} / fioscope:disk_iops >= %(stall_request_seconds)s\n"
-    "  or (fioscope:disk_await_seconds >= %(stall_await_seconds)s\n"
-    f"      and {ON} (fioscope:disk_iops <= %(stall_collapse_ratio)s * max_over_time(fioscope:disk_iops[%(stepDownLookback)s])\n"
+    f"  (\n"
+    f"    min_over_time({columns.IN_FLIGHT_SERIES}{{%(diskSelector)s}}[%(stallWindow)s]) >= %(stall_min_in_flight)s\n"
+    f"    and {ON} (fioscope:disk_iops < %(stall_max_iops)s or {IN_FLIGHT} / fioscope:disk_iops >= %(stall_request_seconds)s)\n"
+    "  )\n"
+    "  or (\n"
+    f"    ({columns.IN_FLIGHT_SERIES}{{%(diskSelector)s}} >= %(stall_min_in_flight)s or fioscope:disk_iops >= %(stall_max_iops)s)\n"
+    f"    and {ON} fioscope:disk_await_seconds >= %(stall_await_seconds)s\n"
+    f"    and {ON} (\n"
+    "      fioscope:disk_iops <= %(stall_collapse_ratio)s * max_over_time(fioscope:disk_iops[%(stepDownLookback)s])\n"
     # once stalled, stalled while the await stays in seconds (the collapse leaves the lookback's peak after a while)
-    f"                 or max_over_time({n.DISK_STALLED_IN_FLIGHT}[%(stepDownLookback)s])))\n)"))
+    f"      or max_over_time({n.DISK_STALLED_IN_FLIGHT}[%(stepDownLookback)s])\n"
+    "    )\n"
+    "  )\n"
+    ")"))
 
 # the device's own normal, from 1m averages recorded once a minute (a 6h quantile over every
 # 15 s sample of every device would dominate the rule cost of a fleet). Unsaturated means every scrape the

@@ -351,6 +351,9 @@ def device_timeline(prom: PromClient, device: str, start: float, end: float, ste
         "ceil below": f"count(fioscope:disk_ceiling_below{{{dev}}})",
         "step-down": f"count(fioscope:disk_step_down_ratio{{{dev}}})",
         "physical": f"count(fioscope:disk_physical_device{{{dev}}})",
+        "in flight": f"max(node_disk_io_now{{{dev}}})",
+        "flight 1m": f"max(avg_over_time(node_disk_io_now{{{dev}}}[1m]))",
+        "iops rate": f"fioscope:disk_iops{{{dev}}}",
         "stalled": f"count(fioscope:disk_stalled_in_flight{{{dev}}})",
         "fio load": f"count(fioscope:disk_fio_load{{{dev}}})",
         "pending": f'count(ALERTS{{alertstate="pending",{dev}}})',
@@ -380,4 +383,10 @@ def device_timeline(prom: PromClient, device: str, start: float, end: float, ste
     except Exception as exc:  # noqa: BLE001 - as above
         firing = f"(query failed: {exc})"
     lines.append(f"alerts at the end: {firing}")
+    try:
+        stalled = "; ".join(f'{one["metric"]} = {one["value"][1]}'
+                            for one in prom.query(f"fioscope:disk_stalled_in_flight{{{dev}}} or node_disk_io_now{{{dev}}}", at=end))
+    except Exception as exc:  # noqa: BLE001 - as above
+        stalled = f"(query failed: {exc})"
+    lines.append(f"stall record and in flight at the end: {stalled}")
     return "\n".join(lines)
