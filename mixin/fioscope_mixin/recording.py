@@ -122,7 +122,7 @@ IN_FLIGHT = "avg_over_time(%s{%%(diskSelector)s}[%%(stallWindow)s])" % columns.I
 STALLED = Record(n.DISK_STALLED_IN_FLIGHT, (
     f"{IN_FLIGHT} >= %(stall_min_in_flight)s\n"
     f"and {ON} (\n"
-    f"  (\n"
+    "  (\n"
     f"    min_over_time({columns.IN_FLIGHT_SERIES}{{%(diskSelector)s}}[%(stallWindow)s]) >= %(stall_min_in_flight)s\n"
     f"    and {ON} (fioscope:disk_iops < %(stall_max_iops)s or {IN_FLIGHT} / fioscope:disk_iops >= %(stall_request_seconds)s)\n"
     "  )\n"
