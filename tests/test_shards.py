@@ -8,6 +8,7 @@ tests/test_e2e_shards.py.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from helpers.binaries import require
 from helpers.cli import run
 from helpers.fleet import run_hosts
 from helpers.net import free_port, wait_for
-from helpers.prometheus import Prometheus
+from helpers.prometheus import Prometheus, PromClient
 
 # both shards get some of these (shard_of is checked against Prometheus below, not assumed)
 HOSTS = [f"db-{i}" for i in range(8)]
@@ -115,3 +116,37 @@ def test_native_histograms_with_custom_buckets_are_an_option_of_the_fioscope_job
     for name in ("prometheus.yml", "prometheus-shard-0.yml", "prometheus-shard-1.yml"):
         proc = run([PROMTOOL_3, "check", "config", tmp_path / "provisioning" / "prometheus" / name])
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_concurrent_rule_evaluation_is_an_option_of_the_native_stack_that_prometheus_3_runs(tmp_path, monkeypatch):
+    """stack.concurrent_rule_eval: the native stack's Prometheus gets --enable-feature=concurrent-rule-eval, and a
+    real Prometheus 3 started with that command line runs the feature and evaluates every rule group without error."""
+    from fioscope_mixin.native import NativeStack
+
+    assert "--enable-feature=concurrent-rule-eval" not in NativeStack(tmp_path / "off").commands()["prometheus"]
+    prometheus_3 = PROMTOOL_3.parent / "prometheus"
+    if not os.access(prometheus_3, os.X_OK):
+        pytest.skip(f"{prometheus_3}: Prometheus 3 not built")
+    monkeypatch.setenv("PATH", f"{prometheus_3.parent}{os.pathsep}{os.environ['PATH']}")
+    port = free_port()
+    stack = NativeStack(tmp_path / "on", [f"stack.ports.prometheus={port}", "stack.evaluation_interval=1s",
+                                          "stack.concurrent_rule_eval=true"])
+    command = stack.commands()["prometheus"]
+    assert command[0] == str(prometheus_3) and "--enable-feature=concurrent-rule-eval" in command
+    log = tmp_path / "prometheus.log"
+    proc = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    try:
+        client = PromClient(f"http://127.0.0.1:{port}")
+
+        def evaluated() -> list[dict] | None:
+            # the groups at the evaluation interval (those once a minute start at an offset within their minute)
+            groups = [g for g in client.rules() if g["interval"] <= 1]
+            return groups if len(groups) >= 10 and all(g["lastEvaluation"] > "2000" for g in groups) else None
+
+        groups = wait_for(evaluated, 30, what=f"every rule group at the evaluation interval evaluated ({log})")
+        assert "concurrent-rule-eval" in client.flags()["enable-feature"]
+        unhealthy = [(g["name"], r["name"], r.get("lastError")) for g in groups for r in g["rules"] if r["health"] == "err"]
+        assert not unhealthy, unhealthy
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

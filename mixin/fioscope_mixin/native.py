@@ -96,6 +96,11 @@ class NativeStack:
             raise SystemExit(f"native stack: fleet.thanos_binary {path}: not built (scripts/setup.sh builds Thanos v0.42.5 there)")
         return str(path)
 
+    def prometheus_flags(self) -> list[str]:
+        """Flags every Prometheus of the stack takes beside its config, storage and address."""
+        concurrent = self.settings["stack"]["concurrent_rule_eval"]
+        return ["--web.enable-lifecycle"] + (["--enable-feature=concurrent-rule-eval"] if concurrent else [])
+
     def shard_commands(self) -> dict[str, list[str]]:
         """Shard i's Prometheus and Thanos sidecar, and Thanos Query over the sidecars."""
         d, config, out = self.data_dir, self.root / "provisioning" / "prometheus", {}
@@ -103,7 +108,7 @@ class NativeStack:
         for i in range(self.shards):
             out[f"prometheus-{i}"] = [binary("prometheus"), f"--config.file={config / f'prometheus-shard-{i}.yml'}",
                                       f"--storage.tsdb.path={d / f'prometheus-{i}'}",
-                                      f"--web.listen-address={self.shard_address('prometheus', i)}", "--web.enable-lifecycle"]
+                                      f"--web.listen-address={self.shard_address('prometheus', i)}", *self.prometheus_flags()]
         for i in range(self.shards):
             out[f"sidecar-{i}"] = [thanos, "sidecar", f"--tsdb.path={d / f'prometheus-{i}'}",
                                    f"--prometheus.url=http://{self.shard_address('prometheus', i)}",
@@ -120,7 +125,7 @@ class NativeStack:
         prometheus_cmd = {
             "prometheus": [binary("prometheus"), f"--config.file={self.root / 'provisioning' / 'prometheus' / 'prometheus.yml'}",
                            f"--storage.tsdb.path={d / 'prometheus'}", f"--web.listen-address={self.address('prometheus')}",
-                           "--web.enable-lifecycle"],
+                           *self.prometheus_flags()],
         } if self.shards == 1 else self.shard_commands()
         return {
             "node_exporter": [binary("prometheus-node-exporter", "node_exporter"), f"--web.listen-address={self.address('node_exporter')}",

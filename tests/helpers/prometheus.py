@@ -49,6 +49,10 @@ class PromClient:
         active = self._get("/api/v1/targets", {"state": "active"})["activeTargets"]
         return [t for t in active if job is None or t["labels"].get("job") == job]
 
+    def flags(self) -> dict[str, str]:
+        """The command-line flags the server runs with."""
+        return self._get("/api/v1/status/flags")
+
     def rules(self) -> list[dict]:
         """The rule groups, with each group's and rule's last evaluation time."""
         return self._get("/api/v1/rules")["groups"]
