@@ -8,7 +8,6 @@ tests/test_e2e_shards.py.
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -119,8 +118,8 @@ def test_native_histograms_with_custom_buckets_are_an_option_of_the_fioscope_job
 
 
 def test_concurrent_rule_evaluation_is_an_option_of_the_native_stack_that_prometheus_3_runs(tmp_path, monkeypatch):
-    """stack.concurrent_rule_eval: the native stack's Prometheus gets --enable-feature=concurrent-rule-eval, and a
-    real Prometheus 3 started with that command line runs the feature and evaluates every rule group without error."""
+    """stack.concurrent_rule_eval: the native stack starts its Prometheus with --enable-feature=concurrent-rule-eval, and
+    a real Prometheus 3 started that way runs the feature and evaluates every rule group without error."""
     from fioscope_mixin.native import NativeStack
 
     assert "--enable-feature=concurrent-rule-eval" not in NativeStack(tmp_path / "off").commands()["prometheus"]
@@ -128,25 +127,22 @@ def test_concurrent_rule_evaluation_is_an_option_of_the_native_stack_that_promet
     if not os.access(prometheus_3, os.X_OK):
         pytest.skip(f"{prometheus_3}: Prometheus 3 not built")
     monkeypatch.setenv("PATH", f"{prometheus_3.parent}{os.pathsep}{os.environ['PATH']}")
-    port = free_port()
-    stack = NativeStack(tmp_path / "on", [f"stack.ports.prometheus={port}", "stack.evaluation_interval=1s",
-                                          "stack.concurrent_rule_eval=true"])
-    command = stack.commands()["prometheus"]
-    assert command[0] == str(prometheus_3) and "--enable-feature=concurrent-rule-eval" in command
-    log = tmp_path / "prometheus.log"
-    proc = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    stack = NativeStack(tmp_path / "on", [f"stack.ports.prometheus={free_port()}", "stack.evaluation_interval=1s",
+                                          "stack.concurrent_rule_eval=true"],
+                        without=("node_exporter", "alertmanager", "fioscope"))
+    assert stack.commands()["prometheus"][0] == str(prometheus_3)
+    stack.start()
     try:
-        client = PromClient(f"http://127.0.0.1:{port}")
+        client = PromClient(stack.url("prometheus"))
 
         def evaluated() -> list[dict] | None:
             # the groups at the evaluation interval (those once a minute start at an offset within their minute)
             groups = [g for g in client.rules() if g["interval"] <= 1]
             return groups if len(groups) >= 10 and all(g["lastEvaluation"] > "2000" for g in groups) else None
 
-        groups = wait_for(evaluated, 30, what=f"every rule group at the evaluation interval evaluated ({log})")
+        groups = wait_for(evaluated, 30, what="every rule group at the evaluation interval evaluated")
         assert "concurrent-rule-eval" in client.flags()["enable-feature"]
         unhealthy = [(g["name"], r["name"], r.get("lastError")) for g in groups for r in g["rules"] if r["health"] == "err"]
         assert not unhealthy, unhealthy
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stack.stop()
