@@ -117,13 +117,13 @@ WRITEBACK_CLIFF = (f"{n.DISK_UTIL_RATIO_IRATE} >= %(throttle_util_min_ratio)s an
 # at normal await): the queue the application keeps is the same, completions fall because each takes longer
 ASKED = "(1 + %%(cause_demand_tolerance)s) * avg_over_time(%s[%%(cause_demand_lookback)s])"
 # ... and fewer completions than then: the same IOPS at a higher await is more demand meeting a ceiling at the level the
-# device carried (a capture's overload on a capped volume), named a cap once the ceiling is held, never a neighbour
-FELL = "(1 - %%(cause_demand_tolerance)s) * avg_over_time(%s[%%(cause_demand_lookback)s])"
+# device carried (a capture's overload on a capped volume), named a cap once the ceiling is held, never a neighbour.
+# (IOPS under that line are under the asked one too; the hour's mean is read once, filtered by the load floor: each
+# window over every device's hour of normals costs what a rule over every device does)
+NORMAL_IOPS_LOADED = f"(avg_over_time({n.DISK_NORMAL_IOPS}[%(cause_demand_lookback)s]) >= %(throttle_min_iops)s)"
 NOISY_NEIGHBOUR = (f"{SLOW}\n"
-                   f"and {ON} {n.DISK_IOPS} <= {ON} {ASKED % n.DISK_NORMAL_IOPS}\n"
-                   f"and {ON} {n.DISK_IOPS} < {ON} {FELL % n.DISK_NORMAL_IOPS}\n"
+                   f"and {ON} {n.DISK_IOPS} < {ON} (1 - %(cause_demand_tolerance)s) * {NORMAL_IOPS_LOADED}\n"
                    f"and {ON} {n.DISK_BYTES_PER_SECOND} <= {ON} {ASKED % n.DISK_NORMAL_BYTES_PER_SECOND}\n"
-                   f"and {ON} avg_over_time({n.DISK_NORMAL_IOPS}[%(cause_demand_lookback)s]) >= %(throttle_min_iops)s\n"
                    # loaded throughout the rate window, as the reference minutes are: a load that just began from idle
                    # has its rate diluted by the idle scrapes while its queue already waits (a capture's overload
                    # read as a neighbour for its first 30 s)

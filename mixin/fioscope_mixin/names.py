@@ -31,6 +31,7 @@ DISK_WRITE_REQUEST_SIZE_BYTES = "fioscope:disk_write_request_size_bytes"
 DISK_QUEUE_SIZE = "fioscope:disk_queue_size"
 DISK_UTIL_RATIO = "fioscope:disk_util_ratio"
 CPU_MODE_SECONDS_RATE = "fioscope:cpu_mode_seconds:rate"
+CPU_SECONDS_RATE = "fioscope:cpu_seconds:rate"  # over every mode and CPU: the host's CPU count, as the ratios' divisor
 CPU_USER_RATIO = "fioscope:cpu_user_ratio"
 CPU_NICE_RATIO = "fioscope:cpu_nice_ratio"
 CPU_SYSTEM_RATIO = "fioscope:cpu_system_ratio"
