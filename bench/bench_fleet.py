@@ -29,6 +29,7 @@ Note: the data is minutes old, so a 6 h window (the await baseline) holds minute
 from __future__ import annotations
 
 import argparse
+import calendar
 import hashlib
 import json
 import os
@@ -252,6 +253,15 @@ class CpuShare:
         return {"stack": stack / wall, "fleet": fleet / wall, "other": (busy - stack - fleet) / wall, "idle": cores - busy / wall}
 
 
+def eval_phase(timestamp: str, interval: float) -> float:
+    """Seconds into its interval at which a group evaluates (its ``lastEvaluation``, RFC 3339 with nanoseconds)."""
+    stamp = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?", timestamp)
+    if not stamp:
+        return 0.0
+    whole = calendar.timegm(time.strptime(stamp.group(1), "%Y-%m-%dT%H:%M:%S"))
+    return (whole + float(f"0.{stamp.group(2) or 0}")) % interval
+
+
 def mem_available_mib() -> float:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
@@ -283,6 +293,16 @@ class Deployment:
         self.query = PromClient(self.stack.query_url(), timeout=TIMEOUT)
         self.shards = [PromClient(f"http://{self.stack.shard_address('prometheus', i)}", timeout=TIMEOUT) for i in range(shards)]
         self.alertmanager = self.stack.url("alertmanager")
+
+    def samples_loaded(self) -> float:
+        """Samples every shard's PromQL engine has loaded so far (``prometheus_engine_query_samples_total``): the rules'
+        work, as their evaluation times are not, whichever groups share the cores with them."""
+        total = 0.0
+        for shard in self.shards:
+            with urllib.request.urlopen(f"{shard.base}/metrics", timeout=TIMEOUT) as r:
+                match = re.search(r"^prometheus_engine_query_samples_total (\S+)$", r.read().decode(), re.M)
+            total += float(match.group(1)) if match else 0.0
+        return total
 
     def rss(self, prefix: str) -> float:
         return sum(rss_mib(p.pid) for name, p in self.stack.procs.items() if name.startswith(prefix) and p.poll() is None)
@@ -342,9 +362,11 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
         capped_at = time.time()
         cpu = CpuShare(deployment)
         cpu.start()
+        samples_before, sampling_since = safe(deployment.samples_loaded, 0.0), time.monotonic()
         alert: dict | None = None
         alert_after: float | None = None
         groups: dict[str, list[float]] = {}
+        phases: dict[str, float] = {}
         rules: dict[str, list[float]] = {}
         last_eval: dict[tuple[int, str], str] = {}
         # sample the groups until each has `cycles` evaluations and the capped device has paged (or alert_wait passed)
@@ -355,6 +377,7 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
                         continue
                     last_eval[(i, group["name"])] = group["lastEvaluation"]
                     groups.setdefault(group["name"], []).append(group["evaluationTime"])
+                    phases[group["name"]] = eval_phase(group["lastEvaluation"], group.get("interval") or seconds(interval))
                     for rule in group["rules"]:  # rules of one name (the ceilings) told apart by their labels
                         labels = ",".join(f"{k}={v}" for k, v in sorted(rule.get("labels", {}).items()) if k != "severity")
                         rules.setdefault(f"{rule['name']}{{{labels}}}" if labels else rule["name"], []).append(rule["evaluationTime"])
@@ -366,6 +389,7 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
                 break
             time.sleep(1)
         cores = cpu.stop()
+        samples_per_second = (safe(deployment.samples_loaded, 0.0) - samples_before) / (time.monotonic() - sampling_since)
         latencies = []
         for expr in panel_queries():
             t0 = time.time()
@@ -376,13 +400,14 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
             "per_host": safe(lambda: series_per_host(q), {}),
             "head_series": [safe(lambda s=s: s._get("/api/v1/status/tsdb")["headStats"]["numSeries"], 0) for s in deployment.shards],
             "groups": {name: (statistics.mean(v), max(v), len(v)) for name, v in groups.items()},
+            "group_min": {name: min(v) for name, v in groups.items()}, "phases": phases,
             "rules": sorted(((statistics.mean(v), name) for name, v in rules.items()), reverse=True),
             "rss_mib": deployment.rss("prometheus"),
             "thanos_rss_mib": deployment.rss("sidecar") + deployment.rss("thanos-query"),
             "dashboards": (len(latencies), sum(latencies), max(latencies, default=0.0), len(panel_queries())),
             "alert_after": alert_after, "alert_wait": alert_wait, "alert": alert["labels"] if alert else None,
             "healthy_alerts": safe(deployment.healthy_alerts, {}),
-            "minutes": (time.time() - started) / 60, "cores": cores,
+            "minutes": (time.time() - started) / 60, "cores": cores, "samples_per_second": samples_per_second,
         }
     finally:
         deployment.stop()
@@ -402,8 +427,13 @@ def report(r: dict, top: int) -> None:
     print(f"  cores used while the groups were sampled: the stack ({stack}) {cores['stack']:.2f}, "
           f"the simulated fleet's exporters {cores['fleet']:.2f}, the rest of the machine {cores['other']:.2f}, idle {cores['idle']:.2f} "
           f"(of {os.cpu_count()})")
-    for name, (mean, worst, n) in sorted(r["groups"].items()):
-        print(f"  group {name:<28} evaluation mean {mean * 1000:8.1f} ms  max {worst * 1000:8.1f} ms  ({n} evaluations)")
+    # least ~ the group's own cost; what its worst adds is the groups (and scrapes, and GC) it shared the cores with,
+    # which its phase tells: Prometheus starts each group at a fixed point of its interval, from a hash of its name and
+    # rule file's path (so the same rules in another directory collide differently)
+    print(f"  samples loaded by the rules (and the few queries of this bench): {r['samples_per_second'] / 1e6:.2f} million/s")
+    for name, (mean, worst, n) in sorted(r["groups"].items(), key=lambda kv: r["phases"].get(kv[0], 0)):
+        print(f"  group {name:<28} at +{r['phases'].get(name, 0):5.2f} s  evaluation mean {mean * 1000:8.1f} ms  "
+              f"least {r['group_min'][name] * 1000:8.1f} ms  max {worst * 1000:8.1f} ms  ({n} evaluations)")
     for mean, name in r["rules"][:top]:
         print(f"    rule {name:<72} mean {mean * 1000:8.1f} ms")
     answered, total_s, worst, asked = r["dashboards"]
