@@ -430,7 +430,7 @@ def report(r: dict, top: int) -> None:
     # least ~ the group's own cost; what its worst adds is the groups (and scrapes, and GC) it shared the cores with,
     # which its phase tells: Prometheus starts each group at a fixed point of its interval, from a hash of its name and
     # rule file's path (so the same rules in another directory collide differently)
-    print(f"  samples loaded by the rules (and the few queries of this bench): {r['samples_per_second'] / 1e6:.2f} million/s")
+    print(f"  samples loaded by the rules (and the few queries of this bench): {r['samples_per_second']:,.0f} a second")
     for name, (mean, worst, n) in sorted(r["groups"].items(), key=lambda kv: r["phases"].get(kv[0], 0)):
         print(f"  group {name:<28} at +{r['phases'].get(name, 0):5.2f} s  evaluation mean {mean * 1000:8.1f} ms  "
               f"least {r['group_min'][name] * 1000:8.1f} ms  max {worst * 1000:8.1f} ms  ({n} evaluations)")
@@ -460,6 +460,10 @@ def main() -> int:
     parser.add_argument("--warmup", default="2m", help="data before the cap (the await baseline learns from it)")
     parser.add_argument("--alert-wait", default="5m", help="longest wait for the capped device's alert")
     parser.add_argument("--prometheus", type=Path, help="the prometheus binary (default: the installed one), e.g. a Prometheus 3 build")
+    parser.add_argument("--work-dir", type=Path,
+                        help="where each size's stack runs (default: a new temporary directory). Prometheus places "
+                             "each rule group in the interval by a hash of its name and rule file's path: the same "
+                             "directory keeps the same layout, to compare rule changes run against run")
     parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
                         help="override alerts/config.yaml, e.g. stack.convert_classic_histograms_to_nhcb=true")
     args = parser.parse_args()
@@ -476,7 +480,13 @@ def main() -> int:
         parser.error("--hosts, --interval, --cycles and --shards must be positive")
     fleet = FleetServer()
     rows = []
+    if args.work_dir:
+        taken = [h for h in sizes if (args.work_dir / str(h)).exists()]
+        if taken:
+            parser.error(f"--work-dir {args.work_dir}: {args.work_dir / str(taken[0])} exists (a bench still running, "
+                         "or one that was killed): remove it")
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
+        base = args.work_dir.resolve() if args.work_dir else Path(tmp)
         for hosts in sizes:
             shards = 1 if args.engine == "single" else args.shards or max(2, -(-hosts // args.hosts_per_shard))
             print(f"\n== {hosts} hosts x {len(DEVICES)} devices on {args.engine}"
@@ -488,7 +498,10 @@ def main() -> int:
                     print(f"skipped: needs ~{need / 1024:.1f} GiB (from {rows[-1]['hosts']} hosts), "
                           f"{mem_available_mib() / 1024:.1f} GiB available")
                     continue
-            r = measure(fleet, hosts, args.interval, args.cycles, Path(tmp) / str(hosts), shards, warmup, alert_wait, args.set)
+            try:
+                r = measure(fleet, hosts, args.interval, args.cycles, base / str(hosts), shards, warmup, alert_wait, args.set)
+            finally:
+                shutil.rmtree(base / str(hosts), ignore_errors=True)  # its own: the next run of this size starts there afresh
             rows.append(r)
             report(r, args.top)
     if not rows:
