@@ -29,7 +29,6 @@ Note: the data is minutes old, so a 6 h window (the await baseline) holds minute
 from __future__ import annotations
 
 import argparse
-import calendar
 import hashlib
 import json
 import os
@@ -43,6 +42,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections import Counter
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -254,12 +254,9 @@ class CpuShare:
 
 
 def eval_phase(timestamp: str, interval: float) -> float:
-    """Seconds into its interval at which a group evaluates (its ``lastEvaluation``, RFC 3339 with nanoseconds)."""
-    stamp = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?", timestamp)
-    if not stamp:
-        return 0.0
-    whole = calendar.timegm(time.strptime(stamp.group(1), "%Y-%m-%dT%H:%M:%S"))
-    return (whole + float(f"0.{stamp.group(2) or 0}")) % interval
+    """Seconds into its interval at which a group evaluates (its ``lastEvaluation``, RFC 3339; Python reads the
+    nanoseconds to the microsecond)."""
+    return datetime.fromisoformat(timestamp).timestamp() % interval
 
 
 def mem_available_mib() -> float:
@@ -294,14 +291,17 @@ class Deployment:
         self.shards = [PromClient(f"http://{self.stack.shard_address('prometheus', i)}", timeout=TIMEOUT) for i in range(shards)]
         self.alertmanager = self.stack.url("alertmanager")
 
-    def samples_loaded(self) -> float:
+    def samples_loaded(self) -> float | None:
         """Samples every shard's PromQL engine has loaded so far (``prometheus_engine_query_samples_total``): the rules'
-        work, as their evaluation times are not, whichever groups share the cores with them."""
+        work, as their evaluation times are not, whichever groups share the cores with them. None where a shard does
+        not count them (Prometheus 2.42 does not)."""
         total = 0.0
         for shard in self.shards:
             with urllib.request.urlopen(f"{shard.base}/metrics", timeout=TIMEOUT) as r:
                 match = re.search(r"^prometheus_engine_query_samples_total (\S+)$", r.read().decode(), re.M)
-            total += float(match.group(1)) if match else 0.0
+            if not match:
+                return None
+            total += float(match.group(1))
         return total
 
     def rss(self, prefix: str) -> float:
@@ -362,7 +362,7 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
         capped_at = time.time()
         cpu = CpuShare(deployment)
         cpu.start()
-        samples_before, sampling_since = safe(deployment.samples_loaded, 0.0), time.monotonic()
+        samples_before, sampling_since = safe(deployment.samples_loaded), time.monotonic()
         alert: dict | None = None
         alert_after: float | None = None
         groups: dict[str, list[float]] = {}
@@ -389,7 +389,9 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
                 break
             time.sleep(1)
         cores = cpu.stop()
-        samples_per_second = (safe(deployment.samples_loaded, 0.0) - samples_before) / (time.monotonic() - sampling_since)
+        samples_after = safe(deployment.samples_loaded)
+        samples_per_second = (None if samples_before is None or samples_after is None
+                              else (samples_after - samples_before) / (time.monotonic() - sampling_since))
         latencies = []
         for expr in panel_queries():
             t0 = time.time()
@@ -430,7 +432,9 @@ def report(r: dict, top: int) -> None:
     # least ~ the group's own cost; what its worst adds is the groups (and scrapes, and GC) it shared the cores with,
     # which its phase tells: Prometheus starts each group at a fixed point of its interval, from a hash of its name and
     # rule file's path (so the same rules in another directory collide differently)
-    print(f"  samples loaded by the rules (and the few queries of this bench): {r['samples_per_second']:,.0f} a second")
+    samples = r["samples_per_second"]
+    print("  samples loaded by the rules (and the few queries of this bench): "
+          + (f"{samples:,.0f} a second" if samples is not None else "not counted by this Prometheus"))
     for name, (mean, worst, n) in sorted(r["groups"].items(), key=lambda kv: r["phases"].get(kv[0], 0)):
         print(f"  group {name:<28} at +{r['phases'].get(name, 0):5.2f} s  evaluation mean {mean * 1000:8.1f} ms  "
               f"least {r['group_min'][name] * 1000:8.1f} ms  max {worst * 1000:8.1f} ms  ({n} evaluations)")
