@@ -815,6 +815,7 @@ def build_test(fired, rules_dir: Path) -> dict:
 # (kernel < 4.18)
 VALUE_AT, BEFORE_ONSET = duration(ONSET + 600), duration(ONSET - 120)
 _S2 = {"job": "node", "instance": "s2:9100", "host": "s2", "device": "vdb"}
+_H1 = {"job": "node", "instance": "h1:9100", "host": "h1", "device": "nvme0n1"}
 VALUE_CHECKS = [
     # rounded: Prometheus 3 extrapolates a rate in another order (999.9999999999998)
     {"expr": 'round(fioscope:disk_iops{host="s2"}, 0.001)', "eval_time": VALUE_AT,
@@ -872,6 +873,16 @@ VALUE_CHECKS = [
      "exp_samples": [{"labels": _labels({**_S2, "ddir": d}), "value": v} for d, v in (("read", 0.256), ("write", 0.256), ("all", 0.256))]},
     # h1, a healthy NVMe: saturated with a deep queue, but at its normal await
     {"expr": 'fioscope:disk_slow_saturated_await_seconds{host="h1"}', "eval_time": VALUE_AT, "exp_samples": []},
+    # s7's queue of 64 at 80 ms, ten times its normal, with no more IOPS: long and costly; h1's deep queue at its normal: not
+    {"expr": f'round({n.DISK_COSTLY_QUEUE_SIZE}{{host=~"s7|h1"}}, 0.01)', "eval_time": VALUE_AT,
+     "exp_samples": [{"labels": _labels({**_S2, "host": "s7", "instance": "s7:9100"}), "value": 64}]},
+    # ... what they read: the saturated devices' queues and awaits (s2; h1, which only reads), none of a light device (h3)
+    {"expr": f'round({n.DISK_SATURATED_QUEUE_SIZE}{{host=~"s2|h1|h3"}}, 0.01)', "eval_time": VALUE_AT,
+     "exp_samples": [{"labels": _labels(labels), "value": v} for labels, v in ((_S2, 256), (_H1, 50))]},
+    {"expr": f'round({n.DISK_SATURATED_AWAIT_SECONDS}{{host=~"s2|h1|h3"}}, 0.0001)', "eval_time": VALUE_AT,
+     "exp_samples": [{"labels": _labels({**labels, "ddir": d}), "value": v}
+                     for labels, awaits in ((_S2, (0.256, 0.256, 0.256)), (_H1, (0.0012, 0, 0.0012)))
+                     for d, v in zip(("read", "write", "all"), awaits)]},
     # the layers above s8's capped leg: md0 (on vda) and dm-0 (on md0) know a device below them is at a ceiling
     {"expr": 'fioscope:disk_ceiling_below{host="s8",window="long"}', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": n.DISK_CEILING_BELOW + _labels({"host": "s8", "device": d, "window": "long"}), "value": 300}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fioscope_mixin import names as n
-from fioscope_mixin.recording import BUSY, FSYNC_P99, PAIRS, held_at_level, slow
+from fioscope_mixin.recording import BUSY, FSYNC_P99, PAIRS, held_at_level
 from fioscope_mixin.rule import ON, Alert, fmt, params
 from fioscope_mixin.settings import duration
 
@@ -73,8 +73,10 @@ NOT_STALLED = f"unless {ON} {n.DISK_STALLED_IN_FLIGHT}"
 
 
 def at_envelope(window: str) -> str:
-    """The device sits at its envelope in ``window`` and is the lowest layer that does (one page per cap)."""
-    return (f'fioscope:disk_await_seconds\nand {ON} fioscope:disk_ceiling{{window="{window}"}}\n'
+    """The device sits at its envelope in ``window`` and is the lowest layer that does (one page per cap). Its await is
+    read where the device is saturated, which every ceiling requires: the alerts evaluate every 5 s, and the await of
+    every device was most of their cost."""
+    return (f'max without (ddir) ({n.DISK_SATURATED_AWAIT_SECONDS}{{ddir="all"}})\nand {ON} fioscope:disk_ceiling{{window="{window}"}}\n'
             f'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{{window="{window}"}}\n{NOT_STALLED}')
 
 
@@ -239,11 +241,10 @@ def alerts(s: dict) -> list[Alert]:
               "disk"),
         Alert(n.ALERT_DISK_QUEUE_EXPLODING, "warning",
               # a long queue alone is demand: page only with its cost, await far above normal and no more throughput
-              f"fioscope:disk_queue_size > %(queue_size_exploding)s\nand {ON} " + slow(n.DISK_AWAIT_SECONDS)
-              + f"\nand {ON} avg_over_time(fioscope:disk_iops[%(queueWindow)s])"
-              " <= %(queue_rise_ratio)s * avg_over_time(fioscope:disk_iops[%(queueWindow)s] offset %(queueWindow)s)"
+              # (recorded in a 15 s group: n.DISK_COSTLY_QUEUE_SIZE)
+              f"{n.DISK_COSTLY_QUEUE_SIZE}\n"
               # a queue at a ceiling is the throttling alerts' story
-              + f"\nunless {ON} fioscope:disk_ceiling{{window=\"long\"}}\n" + NOT_STALLED,
+              + f"unless {ON} fioscope:disk_ceiling{{window=\"long\"}}\n" + NOT_STALLED,
               "queue", "Disk queue long and costly",
               "{{ $labels.device }} on " + HOST + ": {{ $value | humanize }} requests in flight on average (aqu-sz), await "
               + disk_value(n.DISK_AWAIT_SECONDS, "humanizeDuration") + " against a normal of "

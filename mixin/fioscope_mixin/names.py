@@ -58,6 +58,7 @@ DISK_BUSY_IOPS_IRATE = "fioscope:disk_busy_iops:irate"
 DISK_BUSY_READ_BYTES_PER_SECOND_IRATE = "fioscope:disk_busy_read_bytes_per_second:irate"
 DISK_BUSY_WRITE_BYTES_PER_SECOND_IRATE = "fioscope:disk_busy_write_bytes_per_second:irate"
 DISK_BUSY_BYTES_PER_SECOND_IRATE = "fioscope:disk_busy_bytes_per_second:irate"
+DISK_BUSY_UTIL_RATIO_IRATE = "fioscope:disk_busy_util_ratio:irate"  # util per scrape, in the busy scrapes (the gate)
 DISK_AWAIT_UNSATURATED_SECONDS = "fioscope:disk_await_unsaturated_seconds"
 DISK_AWAIT_BASELINE_SECONDS = "fioscope:disk_await_baseline_seconds"
 # each direction's own normal: the reads' await is judged against the reads' normal (a write-back of large requests
@@ -67,6 +68,9 @@ DISK_WRITE_AWAIT_UNSATURATED_SECONDS = "fioscope:disk_write_await_unsaturated_se
 DISK_READ_AWAIT_BASELINE_SECONDS = "fioscope:disk_read_await_baseline_seconds"
 DISK_WRITE_AWAIT_BASELINE_SECONDS = "fioscope:disk_write_await_baseline_seconds"
 DISK_FIO_LOAD = "fioscope:disk_fio_load"
+# aqu-sz, and each direction's await, while the device is saturated (absent otherwise): what the slow awaits read
+DISK_SATURATED_QUEUE_SIZE = "fioscope:disk_saturated_queue_size"
+DISK_SATURATED_AWAIT_SECONDS = "fioscope:disk_saturated_await_seconds"
 DISK_SLOW_SATURATED_AWAIT_SECONDS = "fioscope:disk_slow_saturated_await_seconds"
 DISK_CEILING = "fioscope:disk_ceiling"
 DISK_CEILING_BELOW = "fioscope:disk_ceiling_below"
@@ -74,6 +78,8 @@ DISK_CEILING_BELOW = "fioscope:disk_ceiling_below"
 # per device, not per dimension (a dual cap names reads in one phase, read throughput in the next)
 DISK_CEILING_COUNT = "fioscope:disk_ceiling:count"
 DISK_STEP_DOWN_RATIO = "fioscope:disk_step_down_ratio"
+# aqu-sz where the queue is long and costly (await far above normal, no more IOPS): FioscopeDiskQueueExploding's value
+DISK_COSTLY_QUEUE_SIZE = "fioscope:disk_costly_queue_size"
 # requests in flight on average while the device is stalled (absent otherwise): FioscopeDiskStalled's value
 DISK_STALLED_IN_FLIGHT = "fioscope:disk_stalled_in_flight"
 # the envelope: each window's IOPS and bytes/s peaks and each scrape's place against them (docs/runbook.md)
@@ -138,6 +144,11 @@ DISK_SLOW_AWAIT_RATIO = "fioscope:disk_slow_await_ratio"  # await / the device's
 DISK_SLOW_CAUSE = "fioscope:disk_slow_cause"  # 1, label cause: exactly one per slow device
 DISK_NORMAL_IOPS = "fioscope:disk_normal_iops"  # the load asked while the device ran at its normal latency
 DISK_NORMAL_BYTES_PER_SECOND = "fioscope:disk_normal_bytes_per_second"
+# their means over the demand lookback (1h), recorded once a minute
+DISK_NORMAL_IOPS_MEAN = "fioscope:disk_normal_iops:mean"
+DISK_NORMAL_BYTES_PER_SECOND_MEAN = "fioscope:disk_normal_bytes_per_second:mean"
+# 1, label cause: where the test a cause runs over every device holds, before the slow episode and the precedence
+DISK_CAUSE_CONDITION = "fioscope:disk_cause_condition"
 DISK_STALL_IN_FLIGHT = "fioscope:disk_stall_in_flight"  # requests in flight on a stalled device
 DISK_CAUSE_CEILING = "fioscope:disk_cause_ceiling"  # 1 where the device is at a ceiling held as the causes judge it
 DISK_NEAR_STALL = "fioscope:disk_near_stall"  # 1 while a stall starts, or within its window after one: no other cause

@@ -42,6 +42,9 @@ COUNTER_RATES = [
 DISK = COUNTER_RATES + [
     Record(n.DISK_READ_AWAIT_SECONDS, _per_request(R_TIME, R), "r_await / 1000"),
     Record(n.DISK_WRITE_AWAIT_SECONDS, _per_request(W_TIME, W), "w_await / 1000"),
+]
+# util and aqu-sz read no other record: a group of their own beside the iostat group
+UTIL_QUEUE = [
     Record(n.DISK_QUEUE_SIZE, _rate("aqu-sz"), "aqu-sz"),
     Record(n.DISK_UTIL_RATIO, _rate("util"), "%util / 100"),
 ]
@@ -203,19 +206,25 @@ def slow(await_series: str, baseline: str = n.DISK_AWAIT_BASELINE_SECONDS) -> st
             f"  or ({await_series} >= %(throttle_await_min_seconds)s unless {ON} {baseline})\n))")
 
 
-# The awaits the envelopes test, recorded once per direction: saturated (util per scrape, at least one request
-# waiting on average) and slow. No absolute floor: a cap at queue depth 32 waits 8 ms where the normal is 0.4 ms.
+# The awaits the envelopes test, recorded once per direction: saturated (util per scrape or over the rate window, at
+# least queue_min requests waiting on average) and slow. No absolute floor: a cap at queue depth 32 waits 8 ms where the
+# normal is 0.4 ms. Each rule below the saturation record reads a fleet's few saturated devices: tested in each direction's
+# slow await, the saturation alone read 3 selectors over every device, the await 3 more (a rule costs the series its
+# selectors touch, nearly whatever they keep)
+SATURATED_QUEUE = n.DISK_SATURATED_QUEUE_SIZE
+SATURATED_AWAIT = n.DISK_SATURATED_AWAIT_SECONDS
 SLOW_SATURATED = n.DISK_SLOW_SATURATED_AWAIT_SECONDS
 # (ddir, its await, the normal it is judged against: a direction's own, all directions' for the mean)
 AWAITS = [("read", n.DISK_READ_AWAIT_SECONDS, n.DISK_READ_AWAIT_BASELINE_SECONDS),
           ("write", n.DISK_WRITE_AWAIT_SECONDS, n.DISK_WRITE_AWAIT_BASELINE_SECONDS),
           ("all", n.DISK_AWAIT_SECONDS, n.DISK_AWAIT_BASELINE_SECONDS)]
-SLOW_AWAITS = [
-    Record(SLOW_SATURATED, f"{slow(series, baseline)}\n"
-                           f"and {ON} (fioscope:disk_util_ratio:irate >= %(throttle_util_min_ratio)s or fioscope:disk_util_ratio >= %(throttle_util_min_ratio)s)\n"
-                           f"and {ON} fioscope:disk_queue_size >= %(throttle_queue_min)s", labels=(("ddir", ddir),))
-    for ddir, series, baseline in AWAITS
+SATURATION = [
+    Record(SATURATED_QUEUE, f"fioscope:disk_queue_size >= %(throttle_queue_min)s\n"
+                            f"and {ON} (fioscope:disk_util_ratio:irate >= %(throttle_util_min_ratio)s or fioscope:disk_util_ratio >= %(throttle_util_min_ratio)s)"),
+    *(Record(SATURATED_AWAIT, f"{series} and {ON} {SATURATED_QUEUE}", labels=(("ddir", ddir),)) for ddir, series, _ in AWAITS),
 ]
+SLOW_AWAITS = [Record(SLOW_SATURATED, slow(f'{SATURATED_AWAIT}{{ddir="{ddir}"}}', baseline), labels=(("ddir", ddir),))
+               for ddir, _, baseline in AWAITS]
 
 # The envelope. A device at the boundary of what its caps allow is throttled whichever cap binds: per scrape it
 # sits at its IOPS peak of the window, or at its bytes/s peak, or (a scrape that mixes a small-request and a
@@ -244,7 +253,9 @@ BUSY = {
 }
 # from the counters as scraped, in the envelope's own group (not from the iostat group's per-scrape rates: read from
 # another group, a window's newest scrape is there or not depending on which group ran first)
-_BUSY = f"and {ON} {n.DISK_UTIL_RATIO_IRATE} >= %(unsaturatedUtil)s"
+# (the busy scrapes recorded once: tested in each rate, util per scrape was read over every device five more times)
+BUSY_UTIL = Record(n.DISK_BUSY_UTIL_RATIO_IRATE, f"{n.DISK_UTIL_RATIO_IRATE} >= %(unsaturatedUtil)s")
+_BUSY = f"and {ON} {n.DISK_BUSY_UTIL_RATIO_IRATE}"
 BUSY_RATES = [
     Record(n.DISK_BUSY_READ_IOPS_IRATE, f"{_irate('r/s')} {_BUSY}"),
     Record(n.DISK_BUSY_WRITE_IOPS_IRATE, f"{_irate('w/s')} {_BUSY}"),
@@ -448,7 +459,7 @@ STEP_DOWN_RATES = [("read", R, RB), ("write", W, WB), ("all", n.DISK_IOPS, n.DIS
 
 
 def ceiling_records() -> list[Record]:
-    records = [UTIL_IRATE] + BUSY_RATES + SLOW_AWAITS
+    records = [UTIL_IRATE, BUSY_UTIL, *BUSY_RATES, *SATURATION, *SLOW_AWAITS]
     records += [Record(REQUEST_SIZE, f"{bytes_} / ({iops} > 0)", labels=(("ddir", ddir),)) for ddir, _, _, iops, bytes_ in BUSY_PAIRS]
     for name, window in WINDOWS:
         records.append(saturated_window(name, window))
@@ -486,6 +497,14 @@ def step_down_records() -> list[Record]:
         f"max_over_time({iops}[%(stepDownLookback)s]) / ({iops} >= %(throttle_min_iops)s) >= %(throttle_step_down_ratio)s\n"
         f"and {ON} max_over_time({bytes_}[%(stepDownLookback)s]) / clamp_min({bytes_}, 1e-9) >= %(throttle_step_down_ratio)s",
         labels=(("ddir", ddir),)) for ddir, iops, bytes_ in STEP_DOWN_RATES]
+
+
+# a long queue alone is demand: costly where the await is far above normal with no more throughput than a window before
+# (FioscopeDiskQueueExploding's test, over every device: recorded every 15 s, where the alerts' 5 s group repeated it)
+COSTLY_QUEUE = Record(n.DISK_COSTLY_QUEUE_SIZE,
+                      f"fioscope:disk_queue_size > %(queue_size_exploding)s\nand {ON} " + slow(n.DISK_AWAIT_SECONDS)
+                      + f"\nand {ON} avg_over_time(fioscope:disk_iops[%(queueWindow)s])"
+                      " <= %(queue_rise_ratio)s * avg_over_time(fioscope:disk_iops[%(queueWindow)s] offset %(queueWindow)s)")
 
 
 def recent_peak_records() -> list[Record]:
@@ -530,6 +549,7 @@ def recording_rules(s: dict) -> dict:
     # avg-cpu, which no alert waits on, have their own
     groups = [
         {"name": "fioscope-iostat", "rules": [r.render(p) for r in DISK + HELPERS]},
+        {"name": "fioscope-iostat-util", "rules": [r.render(p) for r in UTIL_QUEUE]},
         {"name": "fioscope-iostat-irate", "rules": [r.render(p) for r in IRATES]},
         # the envelope, its flatness tests and the ceilings: every window it tests is over its own records, from the
         # counters as scraped; the awaits, util and queue it reads from the iostat group are instant values (1m rates)
@@ -541,6 +561,7 @@ def recording_rules(s: dict) -> dict:
         {"name": "fioscope-disk-stall", "rules": [STALLED.render(p)]},
         {"name": "fioscope-disk-step-down", "rules": [r.render(p) for r in step_down_records()]},
         {"name": "fioscope-disk-recent-peak", "rules": [r.render(p) for r in recent_peak_records()]},
+        {"name": "fioscope-disk-queue", "rules": [COSTLY_QUEUE.render(p)]},
         {"name": "fioscope-iostat-columns", "rules": [r.render(p) for r in COLUMNS]},
         {"name": "fioscope-iostat-merges", "rules": [r.render(p) for r in MERGES]},
         # avg-cpu reads no disk series: its own group, evaluated beside the disk rules (a fleet's groups run in parallel)
