@@ -266,11 +266,7 @@ def alerts(s: dict) -> list[Alert]:
               HOST + ": iowait {{ $value | humanizePercentage }} while user+system stay low: "
               "the workload is bound by storage.",
               "disk"),
-        Alert(n.ALERT_WRITE_THROUGHPUT_CLIFF, "warning",
-              'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}\n'
-              "  < %(write_cliff_ratio)s * max_over_time("
-              'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}[%(writeCliffWindow)s])\n'
-              "and on (%(fioResult)s) fio_run_running{%(fioSelector)s} == 1",
+        Alert(n.ALERT_WRITE_THROUGHPUT_CLIFF, "warning", n.FIO_WRITE_CLIFF_BYTES_PER_SECOND,
               "write_cliff", "Write throughput fell off a cliff during a sustained write",
               "Job {{ $labels.jobname }}{{ with $labels.target }} on {{ . }}{{ end }}: write bandwidth dropped to {{ $value | humanize1024 }}B/s, below "
               f"{100 * t['write_cliff_ratio']:g} %% of its peak in the last %(writeCliffWindow)s: "

@@ -28,6 +28,7 @@ from fioscope_mixin.alerts import (
     disk_value,
 )
 from fioscope_mixin.columns import IN_FLIGHT_SERIES
+from fioscope_mixin.recording import FIO_RUNNING
 from fioscope_mixin.rule import ON, Alert, Record, fmt, params
 
 # a node_exporter device series and a host-level series of the same scrape (PSI, avg-cpu) join on these
@@ -77,9 +78,6 @@ def _unit(expr: str) -> str:
     return f"{BY_DEVICE} (\n{expr}\n) * 0 + 1"
 
 
-FIO_WRITE_BW = 'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}'
-FIO_RUNNING = "on (%(fioResult)s) fio_run_running{%(fioSelector)s} == 1"
-
 # the device at its provider's ceiling or its own, as the throttling alerts judge it: a ceiling in fio's window while fio
 # loads the device, or in the any-workload window, each at the most the device did lately (a plateau under an earlier,
 # higher rate is demand, unless burst credits ran out: the step-down; each in the ceiling's own direction); held
@@ -105,9 +103,7 @@ STALLED = (f"avg_over_time({IN_FLIGHT}[%(window)s]) > {ON} group_left () {n.DISK
 # provider's volume the same fall is burst credits spent: a provider cap)
 W_PEAK = f"max_over_time({n.DISK_WRITE_BYTES_PER_SECOND}[%(writeCliffWindow)s])"
 W_NORMAL = f"({n.DISK_WRITE_AWAIT_BASELINE_SECONDS} or {n.DISK_AWAIT_BASELINE_SECONDS})"
-WRITEBACK_CLIFF = (f"{n.DISK_UTIL_RATIO_IRATE} >= %(throttle_util_min_ratio)s and {ON_DEVICE} (\n"
-                   f"  {FIO_WRITE_BW} < %(write_cliff_ratio)s * max_over_time({FIO_WRITE_BW}[%(writeCliffWindow)s])\n"
-                   f"  and {FIO_RUNNING}\n)\n"
+WRITEBACK_CLIFF = (f"{n.DISK_UTIL_RATIO_IRATE} >= %(throttle_util_min_ratio)s and {ON_DEVICE} {n.FIO_WRITE_CLIFF_BYTES_PER_SECOND}\n"
                    f"or {n.DISK_WRITE_BYTES_PER_SECOND} < %(write_cliff_ratio)s * {W_PEAK}\n"
                    f"  and {ON} {n.DISK_WRITE_IOPS} >= %(throttle_min_iops)s\n"
                    f"  and {ON} {n.DISK_UTIL_RATIO} >= %(throttle_util_min_ratio)s\n"
@@ -281,7 +277,7 @@ def _desc(what: str, evidence: str, advice: str) -> str:
 # a write-back cliff pages on its own only where no other alert pages for it: at a provider's ceiling
 # FioscopeDiskThrottled* page, and fio's own write cliff is FioscopeWriteThroughputCliff's
 AT_PROVIDER_CEILING = f"({BY_DEVICE} ({n.DISK_CEILING}) unless {LOCAL})"
-FIO_CLIFF = f"({FIO_WRITE_BW} < %(write_cliff_ratio)s * max_over_time({FIO_WRITE_BW}[%(writeCliffWindow)s]) and {FIO_RUNNING})"
+FIO_CLIFF = n.FIO_WRITE_CLIFF_BYTES_PER_SECOND
 CLIFF = _of_cause("writeback_cliff")
 CLIFF_PAGES = f"{CLIFF}\nunless {ON} {AT_PROVIDER_CEILING}\nunless {ON_DEVICE} {FIO_CLIFF}"
 CLIFF_PAGED_ELSEWHERE = f"{CLIFF} and {ON} {AT_PROVIDER_CEILING}\nor {CLIFF} and {ON_DEVICE} {FIO_CLIFF}"

@@ -31,8 +31,6 @@ COUNTER_RATES = [
     Record(R, _rate("r/s"), "r/s"),
     Record(W, _rate("w/s"), "w/s"),
     Record(D, _rate("d/s"), "d/s"),
-    Record(RB, _rate("rkB/s"), "rkB/s x 1024"),
-    Record(WB, _rate("wkB/s"), "wkB/s x 1024"),
     # time spent on requests per second: the await columns and fioscope:disk_await_seconds divide these
     Record(R_TIME, _rate("r_await")),
     Record(W_TIME, _rate("w_await")),
@@ -43,7 +41,12 @@ DISK = COUNTER_RATES + [
     Record(n.DISK_READ_AWAIT_SECONDS, _per_request(R_TIME, R), "r_await / 1000"),
     Record(n.DISK_WRITE_AWAIT_SECONDS, _per_request(W_TIME, W), "w_await / 1000"),
 ]
-# util and aqu-sz read no other record: a group of their own beside the iostat group
+# the byte rates, and util and aqu-sz, read no other record: groups of their own beside the iostat group
+BYTE_RATES = [
+    Record(RB, _rate("rkB/s"), "rkB/s x 1024"),
+    Record(WB, _rate("wkB/s"), "wkB/s x 1024"),
+    Record(n.DISK_BYTES_PER_SECOND, f"{RB} + {WB}", "rkB/s + wkB/s x 1024"),
+]
 UTIL_QUEUE = [
     Record(n.DISK_QUEUE_SIZE, _rate("aqu-sz"), "aqu-sz"),
     Record(n.DISK_UTIL_RATIO, _rate("util"), "%util / 100"),
@@ -98,7 +101,6 @@ LAYER_BELOW = ("max by (%%(clusterLabels)shost, device) (\n  fioscope_disk_paren
 
 HELPERS = [
     Record(n.DISK_IOPS, f"{R} + {W} + {_or_zero(D, R)}", "r/s + w/s + d/s"),
-    Record(n.DISK_BYTES_PER_SECOND, f"{RB} + {WB}", "rkB/s + wkB/s x 1024"),
     # mean time per request over all directions; absent while the device is idle
     Record(n.DISK_AWAIT_SECONDS, f"({R_TIME} + {W_TIME} + {_or_zero(D_TIME, R_TIME)}) / (fioscope:disk_iops > 0)",
            "await / 1000"),
@@ -475,11 +477,22 @@ def ceiling_records() -> list[Record]:
     return records
 
 
+# a running fio job's write rate under write_cliff_ratio of its peak in the last writeCliffWindow: a write cache (the page
+# cache, the device's) exhausted. Recorded once: its alert, evaluated every 5 s, and the causes read it (each read every
+# fio job's 10 minutes of write rates again)
+FIO_WRITE_BW = 'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}'
+# a fio result's series joined with its run's (job fioscope): the job is running
+FIO_RUNNING = "on (%(fioResult)s) fio_run_running{%(fioSelector)s} == 1"
+FIO_WRITE_CLIFF = Record(n.FIO_WRITE_CLIFF_BYTES_PER_SECOND,
+                         f"{FIO_WRITE_BW}\n  < %(write_cliff_ratio)s * max_over_time({FIO_WRITE_BW}[%(writeCliffWindow)s])\n"
+                         f"and {FIO_RUNNING}")
+
+
 def guard_records(s: dict) -> list[Record]:
     """What only the alerts and the cause rules read (other groups, which read the latest value of any group): the
     fio load, the device's class and the declared limits. No rule of the iostat or envelope groups reads them, so they
     evaluate beside those rather than after them."""
-    return [FIO_LOAD, physical_device(s)] + declared_limits(s)
+    return [FIO_LOAD, FIO_WRITE_CLIFF, physical_device(s)] + declared_limits(s)
 
 
 def step_down_records() -> list[Record]:
@@ -549,6 +562,7 @@ def recording_rules(s: dict) -> dict:
     # avg-cpu, which no alert waits on, have their own
     groups = [
         {"name": "fioscope-iostat", "rules": [r.render(p) for r in DISK + HELPERS]},
+        {"name": "fioscope-iostat-bytes", "rules": [r.render(p) for r in BYTE_RATES]},
         {"name": "fioscope-iostat-util", "rules": [r.render(p) for r in UTIL_QUEUE]},
         {"name": "fioscope-iostat-irate", "rules": [r.render(p) for r in IRATES]},
         # the envelope, its flatness tests and the ceilings: every window it tests is over its own records, from the
