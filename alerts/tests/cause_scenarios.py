@@ -448,11 +448,11 @@ VALUES = {"promql_expr_test_extra": [
     {"expr": f'round({n.DISK_NORMAL_BYTES_PER_SECOND_MEAN}{{host="c2"}} / 4096, 50)', "eval_time": duration(ONSET - 60),
      "exp_samples": [{"labels": '{device="vdb", host="c2", instance="c2:9100", job="node"}', "value": 1400}]},
     # the devices each condition holds for, before the slow episode and the precedence: the three victims of a
-    # neighbour, fio waiting above a fast device (the CPU's route is the chain's), the two write cliffs
+    # neighbour, the two write cliffs
     {"expr": f'count by (cause, host) ({n.DISK_CAUSE_CONDITION})', "eval_time": AT,
      "exp_samples": [{"labels": f'{{cause="{cause}", host="{host}"}}', "value": 1}
                      for cause, host in (("noisy_neighbour", "c1"), ("noisy_neighbour", "c12"), ("noisy_neighbour", "c2"),
-                                         ("wait_above_disk", "c5"), ("writeback_cliff", "c6"), ("writeback_cliff", "c7"))]},
+                                         ("writeback_cliff", "c6"), ("writeback_cliff", "c7"))]},
     {"expr": f'{n.DISK_STALL_IN_FLIGHT}{{host="c3"}}', "eval_time": AT,
      "exp_samples": [{"labels": f'{n.DISK_STALL_IN_FLIGHT}{{device="vdb", host="c3", instance="c3:9100", job="node"}}', "value": 32}]},
     # the stalled device, recorded once for every cause below the stall; the capped one completes 1,000 a second: none
