@@ -447,12 +447,9 @@ VALUES = {"promql_expr_test_extra": [
      "exp_samples": [{"labels": '{device="vdb", host="c2", instance="c2:9100", job="node"}', "value": 1400}]},
     {"expr": f'round({n.DISK_NORMAL_BYTES_PER_SECOND_MEAN}{{host="c2"}} / 4096, 50)', "eval_time": duration(ONSET - 60),
      "exp_samples": [{"labels": '{device="vdb", host="c2", instance="c2:9100", job="node"}', "value": 1400}]},
-    # the devices each condition holds for, before the slow episode and the precedence: the three victims of a
-    # neighbour, the two write cliffs
+    # the devices the noisy neighbour's demand test holds for, before the slow episode and the precedence: its three victims
     {"expr": f'count by (cause, host) ({n.DISK_CAUSE_CONDITION})', "eval_time": AT,
-     "exp_samples": [{"labels": f'{{cause="{cause}", host="{host}"}}', "value": 1}
-                     for cause, host in (("noisy_neighbour", "c1"), ("noisy_neighbour", "c12"), ("noisy_neighbour", "c2"),
-                                         ("writeback_cliff", "c6"), ("writeback_cliff", "c7"))]},
+     "exp_samples": [{"labels": f'{{cause="noisy_neighbour", host="{host}"}}', "value": 1} for host in ("c1", "c12", "c2")]},
     {"expr": f'{n.DISK_STALL_IN_FLIGHT}{{host="c3"}}', "eval_time": AT,
      "exp_samples": [{"labels": f'{n.DISK_STALL_IN_FLIGHT}{{device="vdb", host="c3", instance="c3:9100", job="node"}}', "value": 32}]},
     # the stalled device, recorded once for every cause below the stall; the capped one completes 1,000 a second: none
