@@ -478,8 +478,8 @@ def ceiling_records() -> list[Record]:
 
 
 # a running fio job's write rate under write_cliff_ratio of its peak in the last writeCliffWindow: a write cache (the page
-# cache, the device's) exhausted. Recorded once: its alert, evaluated every 5 s, and the causes read it (each read every
-# fio job's 10 minutes of write rates again)
+# cache, the device's) exhausted. Recorded once: its alert and the write-back cliff's cause alerts, evaluated every 5 s,
+# read it (each read every fio job's 10 minutes of write rates again; the cause chain tests it inline, cause.py)
 FIO_WRITE_BW = 'fio_bandwidth_bytes_per_second{%(fioSelector)s,ddir="write"}'
 # a fio result's series joined with its run's (job fioscope): the job is running
 FIO_RUNNING = "on (%(fioResult)s) fio_run_running{%(fioSelector)s} == 1"
