@@ -199,8 +199,8 @@ INPUTS = [
 ]
 
 
-def condition_records(causes: tuple[str, ...]) -> list[Record]:
-    return [Record(CONDITION, _unit(test), labels=(("cause", cause),)) for cause, test in CONDITION_TESTS if cause in causes]
+def condition_records() -> list[Record]:
+    return [Record(CONDITION, _unit(test), labels=(("cause", cause),)) for cause, test in CONDITION_TESTS]
 
 
 # the load the device carried at its normal latency: a minute's averages, once a minute, for minutes loaded throughout (an
@@ -230,7 +230,7 @@ def cause_groups(s: dict) -> list[dict]:
     # the inputs and the conditions in groups of their own, listed before the chain (the order promtool's tests evaluate
     # them in; Prometheus runs groups in parallel): the stall, PSI and fio's latency; the noisy-neighbour test
     return [group("fioscope-cause-inputs", INPUTS),
-            group("fioscope-cause-conditions", condition_records(("noisy_neighbour",))),
+            group("fioscope-cause-conditions", condition_records()),
             group("fioscope-cause", cause_records()),
             group("fioscope-cause-demand", NORMAL_DEMAND, interval=p["baselineInterval"])]
 

@@ -68,7 +68,7 @@ DISK_WRITE_AWAIT_UNSATURATED_SECONDS = "fioscope:disk_write_await_unsaturated_se
 DISK_READ_AWAIT_BASELINE_SECONDS = "fioscope:disk_read_await_baseline_seconds"
 DISK_WRITE_AWAIT_BASELINE_SECONDS = "fioscope:disk_write_await_baseline_seconds"
 DISK_FIO_LOAD = "fioscope:disk_fio_load"
-# a running fio job's write rate where it fell off a cliff (FioscopeWriteThroughputCliff, the write-back cliff cause)
+# a running fio job's write rate where it fell off a cliff (FioscopeWriteThroughputCliff, the write-back cliff's alerts)
 FIO_WRITE_CLIFF_BYTES_PER_SECOND = "fioscope:fio_write_cliff_bytes_per_second"
 # aqu-sz, and each direction's await, while the device is saturated (absent otherwise): what the slow awaits read
 DISK_SATURATED_QUEUE_SIZE = "fioscope:disk_saturated_queue_size"
