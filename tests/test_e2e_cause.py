@@ -671,9 +671,9 @@ def test_writeback_cliff(side_by_side, tmp_path):
     assert after is not None, f"no write-back cliff named: {figures}"
     assert after <= NAMED_WITHIN, f"named {after:.0f} s after onset: {figures}"
     assert set(case["history"]) == {"writeback_cliff"}, f"other causes named: {figures}"
+    assert fired, f"FioscopeDiskCauseWritebackCliff did not fire: {figures}"
     # the episode was watched into the drain (the device still at its cap with the writer gone)
     assert "interrupted" in case and max(case["drain_bw"], default=0) >= 0.5 * WB_CAP, f"no drain watched: {figures}"
-    assert fired, f"FioscopeDiskCauseWritebackCliff did not fire: {figures}"
     assert "write-back cliff" in fired["annotations"]["description"] and "its peak" in fired["annotations"]["description"]
     # fio's own rate and peak, the cliff the page cache hides from the device (which writes at its cap throughout)
     assert "; the fio job writes at " in fired["annotations"]["description"], fired["annotations"]["description"]
