@@ -306,7 +306,7 @@ ALERT_FOR = 60  # durations.cause
 PHASE_CAP = 600  # the captures' last phases: longer than the test waits (it stops them)
 AFTER_ALERT = 30  # seconds a case is watched after its alert, before its capture is stopped
 DRAIN_WATCH = 45  # seconds the cliff's disk is watched once its capture stopped: the page cache's backlog (~225 MiB)
-# drains at the cap, the cliff's episode still (CI's run named it a provider's cap 13 s into the drain)
+# drains at the cap, the cliff's episode still (a CI run named it a provider's cap, most likely about 13 s into the drain)
 SIDE_SETTINGS = [*SETTINGS, "thresholds.cause.steal_ratio=1.5"]  # the CPU route off (SETTINGS): the clat route is tested
 
 
