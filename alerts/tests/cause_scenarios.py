@@ -244,14 +244,15 @@ CASES = [
          fio=Fio(ONSET - 15 * 60, END, clat=lambda t: 0.0003 + (16 / 420 - 0.0003) * min(1, max(0, t - ONSET) / 60) * (t < EPISODE_END)),
          alert=(C, "warning"), phrase="no ceiling"),
     # the lab's write-back cliff stopped as a person stops it: the writer ends 3 minutes in, the page cache's backlog
-    # drains at the cap 3 minutes more. The drain is the cliff's episode, not a provider's cap of its own (the cause
-    # alert stays info through it: fio's write-cliff alert paged for the cliff); the volume's cap pages as the
-    # throttling alerts judge it: under fio's load, then, the drain held at the cap past the long window, any workload's
+    # drains at the cap 2 minutes more (the lab's: ~110 s). The drain is the cliff's episode, not a provider's cap of its
+    # own (the cause alert stays info through it: fio's write-cliff alert paged for the cliff), and one page: the cap's
+    # under fio's load, bridged through the drain (FioscopeDiskThrottled, silent within disk_keep_firing_for of fio's
+    # load, paged a second time once the drain outlasted the long window)
     Case("write-back cliff whose writer stops before the cache drains: fio 96 -> 24 MiB/s, stopped; the drain at the cap",
-         Device("c13", "vdb", window(capped_writeback, ONSET, ONSET + 6 * 60), discards=False), "writeback_cliff",
+         Device("c13", "vdb", window(capped_writeback, ONSET, ONSET + 5 * 60), discards=False), "writeback_cliff",
          fio=Fio(ONSET, ONSET + 3 * 60, write_bw=lambda t: 96 * MIB if t < ONSET + 30 else 24 * MIB),
          alert=(n.ALERT_DISK_CAUSE_WRITEBACK_CLIFF, "info"), phrase="a write-back cliff",
-         pages=(n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD, n.ALERT_DISK_THROTTLED)),
+         pages=(n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD,)),
 ]
 
 

@@ -56,6 +56,8 @@ def params(s: dict) -> dict[str, str]:
         "unsaturatedUtil": fmt(thr["util_min_ratio"] / 2),
         "fioWindow": left_open(fio_window),
         "window": left_open(window),
+        # a fio job's throttling page covers its device this long after fio's end (its keep_firing_for, at least the window)
+        "fioPageSpan": left_open(max(window, duration(s, "thresholds", "disk_keep_firing_for"))),
         # the per-scrape samples a window must hold before its flatness or envelope test decides (two under fio at 15 s)
         "fioWindowSamples": fmt(max(2, int(fio_window / scrape + 1e-9))),
         "windowSamples": fmt(max(3, int(window / scrape + 1e-9))),
