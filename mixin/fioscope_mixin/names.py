@@ -166,6 +166,16 @@ ALERT_DISK_CAUSE_WAIT_ABOVE_DISK = "FioscopeDiskCauseWaitAboveDisk"
 CAUSE_ALERTS = (ALERT_DISK_CAUSE_STALL, ALERT_DISK_CAUSE_WRITEBACK_CLIFF, ALERT_DISK_CAUSE_PROVIDER_CAP,
                 ALERT_DISK_CAUSE_DEVICE_MAX, ALERT_DISK_CAUSE_NOISY_NEIGHBOUR, ALERT_DISK_CAUSE_WAIT_ABOVE_DISK)
 
+# ---- one notification per episode (Alertmanager's inhibit_rules: fioscope_mixin.stack; docs/runbook.md "One notification
+# per episode"): on one device, the alert that names the episode silences the alerts that only describe it, and the
+# informational naming of its own cause (each says "Informational: ... pages")
+EPISODE_PAGES = (ALERT_DISK_STALLED, *THROTTLING_ALERTS, ALERT_DISK_AT_PHYSICAL_MAXIMUM, ALERT_DISK_CAUSE_WRITEBACK_CLIFF,
+                 ALERT_DISK_CAUSE_NOISY_NEIGHBOUR, ALERT_DISK_CAUSE_WAIT_ABOVE_DISK, ALERT_WRITE_THROUGHPUT_CLIFF)
+# what the device shows in any slow episode: busy, slow against the SLA, a long queue, at a declared limit
+EPISODE_SYMPTOMS = (ALERT_DISK_SATURATED, ALERT_DISK_LATENCY_ABOVE_SLA, ALERT_DISK_QUEUE_EXPLODING, ALERT_DISK_AT_PROVISIONED_LIMIT)
+# the cap under fio's load is fio's page: the any-workload pages of the same cap stay silent while it fires
+FIO_EPISODE_PAGE, FIO_EPISODE_FOLLOWERS = ALERT_DISK_THROTTLED_UNDER_FIO_LOAD, (ALERT_DISK_THROTTLED, ALERT_DISK_THROTTLED_AFTER_BURST)
+
 # every name above, for the check against the generated files (derived, so never a second list to keep)
 RECORDS = tuple(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str) and v.startswith("fioscope:"))
 ALERTS = tuple(v for k, v in dict(globals()).items() if k.startswith("ALERT_") and isinstance(v, str))

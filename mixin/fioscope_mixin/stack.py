@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
+from fioscope_mixin import names as n
 from fioscope_mixin.names import DATASOURCE_UID
 from fioscope_mixin.settings import SettingsError
 
@@ -145,4 +146,23 @@ def alertmanager_config(s: dict) -> dict:
         "route": {"receiver": "default", "group_by": group_by,
                   "group_wait": interval, "group_interval": s["stack"]["alertmanager_group_interval"], "repeat_interval": "4h"},
         "receivers": [receiver],
+        "inhibit_rules": inhibit_rules(s),
     }
+
+
+def _alertname(names: tuple[str, ...] | str) -> str:
+    return f'alertname="{names}"' if isinstance(names, str) else f'alertname=~"{"|".join(names)}"'
+
+
+def inhibit_rules(s: dict) -> list[dict]:
+    """One notification per episode of a device (names.EPISODE_PAGES): its page silences the alerts that only describe
+    it, the informational naming of its own cause, and, under fio's load, the any-workload pages of the same cap. On one
+    device only (the cluster, host and device equal; a host-level alert has no device and is never silenced)."""
+    cluster = s["selectors"]["cluster_label"]
+    equal = ([cluster] if cluster else []) + ["host", "device"]
+    # (a cause alert's info form names the cause another page gives: the write-back cliff's matches both sides of the
+    # second rule, which Alertmanager lets only an alert of the source side alone silence)
+    rules = [([_alertname(n.EPISODE_PAGES)], [_alertname(n.EPISODE_SYMPTOMS)]),
+             ([_alertname(n.EPISODE_PAGES)], [_alertname(n.CAUSE_ALERTS), 'severity="info"']),
+             ([_alertname(n.FIO_EPISODE_PAGE)], [_alertname(n.FIO_EPISODE_FOLLOWERS)])]
+    return [{"source_matchers": source, "target_matchers": target, "equal": list(equal)} for source, target in rules]
