@@ -2,8 +2,8 @@
 real Alertmanager, with alerts as the rules raise them for one device's episode.
 
 On one device the alert that names the episode (a stall, a cap, a cause that pages) is the one notification: the
-alerts that only describe it (busy, above the SLA, a long queue) and the informational naming of its own cause stay
-silent, as do the any-workload pages of a cap that fio's page covers. Other devices of the same host, host-level
+alerts that only describe it (busy, above the SLA, a long queue; never one more severe than the page) and the
+informational naming of its own cause stay silent, as do the any-workload pages of a cap that fio's page covers. Other devices of the same host, host-level
 alerts, and a symptom with no page beside it are notified as before.
 """
 
@@ -38,8 +38,10 @@ EPISODES = {
     ("h4", "vdb"): ({n.ALERT_DISK_CAUSE_NOISY_NEIGHBOUR: "warning", n.ALERT_DISK_LATENCY_ABOVE_SLA: "warning",
                      n.ALERT_DISK_SATURATED: "info"},
                     {n.ALERT_DISK_CAUSE_NOISY_NEIGHBOUR}),
-    ("h5", "nvme0n1"): ({n.ALERT_DISK_AT_PHYSICAL_MAXIMUM: "info", n.ALERT_DISK_CAUSE_DEVICE_MAX: "info", n.ALERT_DISK_SATURATED: "info"},
-                        {n.ALERT_DISK_AT_PHYSICAL_MAXIMUM}),
+    # an info page silences info alerts only: the SLA's warning is sent beside it
+    ("h5", "nvme0n1"): ({n.ALERT_DISK_AT_PHYSICAL_MAXIMUM: "info", n.ALERT_DISK_CAUSE_DEVICE_MAX: "info", n.ALERT_DISK_SATURATED: "info",
+                         n.ALERT_DISK_LATENCY_ABOVE_SLA: "warning"},
+                        {n.ALERT_DISK_AT_PHYSICAL_MAXIMUM, n.ALERT_DISK_LATENCY_ABOVE_SLA}),
     # no page beside them: each is the notification (another device of a capped host; a symptom alone; a cause's info alone)
     ("h1", "vdc"): ({n.ALERT_DISK_LATENCY_ABOVE_SLA: "warning"}, {n.ALERT_DISK_LATENCY_ABOVE_SLA}),
     ("h6", "vdb"): ({n.ALERT_DISK_SATURATED: "info", n.ALERT_DISK_QUEUE_EXPLODING: "warning"},

@@ -156,13 +156,15 @@ def _alertname(names: tuple[str, ...] | str) -> str:
 
 def inhibit_rules(s: dict) -> list[dict]:
     """One notification per episode of a device (names.EPISODE_PAGES): its page silences the alerts that only describe
-    it, the informational naming of its own cause, and, under fio's load, the any-workload pages of the same cap. On one
-    device only (the cluster, host and device equal; a host-level alert has no device and is never silenced)."""
+    it (of its severity or below), the informational naming of its own cause, and, under fio's load, the any-workload
+    pages of the same cap. On one device only (the cluster, host and device equal; a host-level alert has no device
+    and is never silenced)."""
     cluster = s["selectors"]["cluster_label"]
     equal = ([cluster] if cluster else []) + ["host", "device"]
-    # (a cause alert's info form names the cause another page gives: the write-back cliff's matches both sides of the
+    # never a more severe alert than the page: an info page (the device's own maximum) silences info alerts only. (A
+    # cause alert's info form names the cause another page gives: the write-back cliff's matches both sides of the
     # second rule, which Alertmanager lets only an alert of the source side alone silence)
-    rules = [([_alertname(n.EPISODE_PAGES)], [_alertname(n.EPISODE_SYMPTOMS)]),
-             ([_alertname(n.EPISODE_PAGES)], [_alertname(n.CAUSE_ALERTS), 'severity="info"']),
+    rules = [([_alertname(n.EPISODE_PAGES), 'severity=~"critical|warning"'], [_alertname(n.EPISODE_SYMPTOMS)]),
+             ([_alertname(n.EPISODE_PAGES)], [_alertname(n.EPISODE_SYMPTOMS + n.CAUSE_ALERTS), 'severity="info"']),
              ([_alertname(n.FIO_EPISODE_PAGE)], [_alertname(n.FIO_EPISODE_FOLLOWERS)])]
     return [{"source_matchers": source, "target_matchers": target, "equal": list(equal)} for source, target in rules]
