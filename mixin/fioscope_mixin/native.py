@@ -29,7 +29,7 @@ from pathlib import Path
 from fioscope_mixin import CHECKOUT as REPO
 from fioscope_mixin import prometheus
 from fioscope_mixin.settings import SettingsError, load_settings
-from fioscope_mixin.stack import shard_count, shard_port
+from fioscope_mixin.stack import samples_per_chunk, shard_count, shard_port
 from fioscope_mixin.yamlfile import load_yaml
 
 
@@ -60,6 +60,7 @@ class NativeStack:
         try:
             self.settings = load_settings(self.overrides)
             self.shards = shard_count(self.settings)
+            self.samples_per_chunk = samples_per_chunk(self.settings)
         except SettingsError as exc:
             raise SystemExit(f"native stack: {exc}") from None
         self.root = REPO
@@ -98,8 +99,11 @@ class NativeStack:
 
     def prometheus_flags(self) -> list[str]:
         """Flags every Prometheus of the stack takes beside its config, storage and address."""
-        concurrent = self.settings["stack"]["concurrent_rule_eval"]
-        return ["--web.enable-lifecycle"] + (["--enable-feature=concurrent-rule-eval"] if concurrent else [])
+        st = self.settings["stack"]
+        flags = ["--web.enable-lifecycle"] + (["--enable-feature=concurrent-rule-eval"] if st["concurrent_rule_eval"] else [])
+        if self.samples_per_chunk:
+            flags.append(f"--storage.tsdb.samples-per-chunk={self.samples_per_chunk}")
+        return flags
 
     def shard_commands(self) -> dict[str, list[str]]:
         """Shard i's Prometheus and Thanos sidecar, and Thanos Query over the sidecars."""

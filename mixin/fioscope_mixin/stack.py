@@ -49,6 +49,14 @@ def shard_count(s: dict) -> int:
     return shards
 
 
+def samples_per_chunk(s: dict) -> int:
+    """stack.samples_per_chunk: 0 (Prometheus's own), or the head chunk's samples its Prometheus is started with."""
+    value = s["stack"]["samples_per_chunk"]
+    if not isinstance(value, int) or isinstance(value, bool) or not (value == 0 or 8 <= value <= 1000):
+        raise SettingsError(f"stack.samples_per_chunk: expected 0 (Prometheus's own) or a whole number 8-1000, got {value!r}")
+    return value
+
+
 def shard_of(host: str, shards: int) -> int:
     """The shard Prometheus's hashmod puts ``host`` on: md5 of the label value, its low 8 bytes big-endian, mod shards."""
     return int.from_bytes(hashlib.md5(host.encode()).digest()[8:], "big") % shards
