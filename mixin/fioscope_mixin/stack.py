@@ -52,8 +52,8 @@ def shard_count(s: dict) -> int:
 def samples_per_chunk(s: dict) -> int:
     """stack.samples_per_chunk: 0 (Prometheus's own), or the head chunk's samples its Prometheus is started with."""
     value = s["stack"]["samples_per_chunk"]
-    if not isinstance(value, int) or isinstance(value, bool) or not (value == 0 or 8 <= value <= 1000):
-        raise SettingsError(f"stack.samples_per_chunk: expected 0 (Prometheus's own) or a whole number 8-1000, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise SettingsError(f"stack.samples_per_chunk: expected 0 (Prometheus's own) or a positive whole number, got {value!r}")
     return value
 
 

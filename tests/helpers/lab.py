@@ -104,6 +104,7 @@ class Webhook:
 
     def close(self):
         self.server.shutdown()
+        self.server.server_close()
 
 
 def e2e_overrides(webhook_url: str = "", rate_window: str = "20s", extra: list[str] | None = None,
