@@ -199,6 +199,7 @@ class FleetServer:
 CAPPED_HOST, CAPPED_DEVICE = "host-0001", "vdb"  # capped once the rules run; the dashboards' queries ask for this host
 SAMPLE_HOST = "host-0000"  # its series, counted by name: the cost of a host
 DASHBOARD_VARIABLES = {"host": CAPPED_HOST, "__rate_interval": "1m", "device": ".*", "jobname": ".*", "baseline": ".*", "candidate": ".*"}
+SLOW_EVALUATION_S = 2.0  # the issue's bound on one evaluation of one group
 TIMEOUT = 120  # per API call: a loaded Prometheus answers late, never not at all
 
 
@@ -291,18 +292,26 @@ class Deployment:
         self.shards = [PromClient(f"http://{self.stack.shard_address('prometheus', i)}", timeout=TIMEOUT) for i in range(shards)]
         self.alertmanager = self.stack.url("alertmanager")
 
-    def samples_loaded(self) -> float | None:
-        """Samples every shard's PromQL engine has loaded so far (``prometheus_engine_query_samples_total``): the rules'
-        work, as their evaluation times are not, whichever groups share the cores with them. None where a shard does
-        not count them (Prometheus 2.42 does not)."""
+    def own_metric(self, name: str) -> float | None:
+        """``name`` (an unlabelled series of Prometheus's own /metrics) summed over the shards; None where a shard
+        does not expose it (Prometheus 2.42 has no ``prometheus_engine_query_samples_total``)."""
         total = 0.0
         for shard in self.shards:
             with urllib.request.urlopen(f"{shard.base}/metrics", timeout=TIMEOUT) as r:
-                match = re.search(r"^prometheus_engine_query_samples_total (\S+)$", r.read().decode(), re.M)
+                match = re.search(rf"^{name} (\S+)$", r.read().decode(), re.MULTILINE)
             if not match:
                 return None
             total += float(match.group(1))
         return total
+
+    def samples_loaded(self) -> float | None:
+        """Samples every shard's PromQL engine has loaded so far (``prometheus_engine_query_samples_total``): the rules'
+        work, as their evaluation times are not, whichever groups share the cores with them."""
+        return self.own_metric("prometheus_engine_query_samples_total")
+
+    def gc_cycles(self) -> float | None:
+        """Garbage collections so far, every shard: what stack.gogc trades for memory."""
+        return self.own_metric("go_gc_cycles_total_gc_cycles_total")
 
     def rss(self, prefix: str) -> float:
         return sum(rss_mib(p.pid) for name, p in self.stack.procs.items() if name.startswith(prefix) and p.poll() is None)
@@ -363,9 +372,11 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
         cpu = CpuShare(deployment)
         cpu.start()
         samples_before, sampling_since = safe(deployment.samples_loaded), time.monotonic()
+        gc_before = safe(deployment.gc_cycles)
         alert: dict | None = None
         alert_after: float | None = None
         groups: dict[str, list[float]] = {}
+        slow: list[tuple[float, str, float]] = []  # (seconds after the targets were up, group, evaluation) over 2 s
         phases: dict[str, float] = {}
         rules: dict[str, list[float]] = {}
         last_eval: dict[tuple[int, str], str] = {}
@@ -377,6 +388,9 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
                         continue
                     last_eval[(i, group["name"])] = group["lastEvaluation"]
                     groups.setdefault(group["name"], []).append(group["evaluationTime"])
+                    if group["evaluationTime"] > SLOW_EVALUATION_S:
+                        at = datetime.fromisoformat(group["lastEvaluation"]).timestamp() - started
+                        slow.append((at, group["name"], group["evaluationTime"]))
                     phases[group["name"]] = eval_phase(group["lastEvaluation"], group.get("interval") or seconds(interval))
                     for rule in group["rules"]:  # rules of one name (the ceilings) told apart by their labels
                         labels = ",".join(f"{k}={v}" for k, v in sorted(rule.get("labels", {}).items()) if k != "severity")
@@ -390,8 +404,17 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
             time.sleep(1)
         cores = cpu.stop()
         samples_after = safe(deployment.samples_loaded)
+        gc_after = safe(deployment.gc_cycles)
+        gc_per_minute = (None if gc_before is None or gc_after is None
+                         else (gc_after - gc_before) / shards / (time.monotonic() - sampling_since) * 60)
+        gogc = safe(lambda: deployment.own_metric("go_gc_gogc_percent"))
         samples_per_second = (None if samples_before is None or samples_after is None
                               else (samples_after - samples_before) / (time.monotonic() - sampling_since))
+        # the head cuts a chunk of every series at once (they started together: after a restart and at each block
+        # boundary, so does a real fleet): when, against the slow evaluations
+        cut_rate = 'sum(rate(prometheus_tsdb_head_chunks_created_total{job="prometheus"}[1m]))'
+        cuts = safe(lambda: q.query_range(cut_rate, started, time.time(), 15), [])
+        chunk_cuts = sorted(((float(v), float(t) - started) for series in cuts for t, v in series["values"]), reverse=True)[:3]
         latencies = []
         for expr in panel_queries():
             t0 = time.time()
@@ -409,7 +432,9 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
             "dashboards": (len(latencies), sum(latencies), max(latencies, default=0.0), len(panel_queries())),
             "alert_after": alert_after, "alert_wait": alert_wait, "alert": alert["labels"] if alert else None,
             "healthy_alerts": safe(deployment.healthy_alerts, {}),
+            "slow": sorted(slow), "chunk_cuts": chunk_cuts,
             "minutes": (time.time() - started) / 60, "cores": cores, "samples_per_second": samples_per_second,
+            "gc_per_minute": gc_per_minute, "gogc": gogc,
         }
     finally:
         deployment.stop()
@@ -435,9 +460,17 @@ def report(r: dict, top: int) -> None:
     samples = r["samples_per_second"]
     print("  samples loaded by the rules (and the few queries of this bench): "
           + (f"{samples:,.0f} a second" if samples is not None else "not counted by this Prometheus"))
+    gc = r.get("gc_per_minute")
+    if gc is not None:
+        gogc = f" (GOGC {r['gogc'] / r['shards']:.0f})" if r.get("gogc") is not None else ""
+        print(f"  Prometheus's garbage collections: {gc:.1f} a minute{' per shard' if r['shards'] > 1 else ''}{gogc}")
     for name, (mean, worst, n) in sorted(r["groups"].items(), key=lambda kv: r["phases"].get(kv[0], 0)):
         print(f"  group {name:<28} at +{r['phases'].get(name, 0):5.2f} s  evaluation mean {mean * 1000:8.1f} ms  "
               f"least {r['group_min'][name] * 1000:8.1f} ms  max {worst * 1000:8.1f} ms  ({n} evaluations)")
+    print("  evaluations over 2 s (seconds after the targets were up): "
+          + (", ".join(f"{name} {took:.2f} s at +{at:.0f} s" for at, name, took in r["slow"]) or "none"))
+    print("  head chunks created, the busiest minutes (seconds after the targets were up): "
+          + ", ".join(f"{rate:,.0f} a second at +{at:.0f} s" for rate, at in r["chunk_cuts"]))
     for mean, name in r["rules"][:top]:
         print(f"    rule {name:<72} mean {mean * 1000:8.1f} ms")
     answered, total_s, worst, asked = r["dashboards"]

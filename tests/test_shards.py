@@ -118,22 +118,26 @@ def test_native_histograms_with_custom_buckets_are_an_option_of_the_fioscope_job
 
 
 def test_concurrent_rule_evaluation_is_an_option_of_the_native_stack_that_prometheus_3_runs(tmp_path, monkeypatch):
-    """stack.concurrent_rule_eval and stack.samples_per_chunk: the native stack starts its Prometheus with
-    --enable-feature=concurrent-rule-eval and --storage.tsdb.samples-per-chunk, and a real Prometheus 3 started that way
-    runs with both and evaluates every rule group without error."""
+    """stack.concurrent_rule_eval, stack.samples_per_chunk and stack.gogc: the native stack starts its Prometheus with
+    --enable-feature=concurrent-rule-eval and --storage.tsdb.samples-per-chunk and writes runtime.gogc in its
+    prometheus.yml, and a real Prometheus 3 started that way runs with all three and evaluates every rule group
+    without error."""
     from fioscope_mixin.native import NativeStack
 
     off = NativeStack(tmp_path / "off").commands()["prometheus"]
     assert "--enable-feature=concurrent-rule-eval" not in off and not [f for f in off if "samples-per-chunk" in f]
-    for bad in ("-1", "true", "1.5", "30s"):
-        with pytest.raises(SystemExit, match="stack.samples_per_chunk"):
-            NativeStack(tmp_path / "bad", [f"stack.samples_per_chunk={bad}"])
+    assert "runtime" not in yaml.safe_load(prometheus.render(load_settings())["provisioning/prometheus/prometheus.yml"])
+    for key in ("samples_per_chunk", "gogc"):
+        for bad in ("-1", "true", "1.5", "30s"):
+            with pytest.raises(SystemExit, match=f"stack.{key}: expected"):
+                NativeStack(tmp_path / "bad", [f"stack.{key}={bad}"])
     prometheus_3 = PROMTOOL_3.parent / "prometheus"
     if not os.access(prometheus_3, os.X_OK):
         pytest.skip(f"{prometheus_3}: Prometheus 3 not built")
     monkeypatch.setenv("PATH", f"{prometheus_3.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("GOGC", raising=False)  # Prometheus takes the environment's as its default
     stack = NativeStack(tmp_path / "on", [f"stack.ports.prometheus={free_port()}", "stack.evaluation_interval=1s",
-                                          "stack.concurrent_rule_eval=true", "stack.samples_per_chunk=30"],
+                                          "stack.concurrent_rule_eval=true", "stack.samples_per_chunk=30", "stack.gogc=200"],
                         without=("node_exporter", "alertmanager", "fioscope"))
     assert stack.commands()["prometheus"][0] == str(prometheus_3)
     stack.start()
@@ -148,6 +152,7 @@ def test_concurrent_rule_evaluation_is_an_option_of_the_native_stack_that_promet
         groups = wait_for(evaluated, 30, what="every rule group at the evaluation interval evaluated")
         assert "concurrent-rule-eval" in client.flags()["enable-feature"]
         assert client.flags()["storage.tsdb.samples-per-chunk"] == "30"
+        assert "\ngo_gc_gogc_percent 200\n" in client.metrics_text()  # runtime.gogc of its prometheus.yml
         unhealthy = [(g["name"], r["name"], r.get("lastError")) for g in groups for r in g["rules"] if r["health"] == "err"]
         assert not unhealthy, unhealthy
     finally:

@@ -61,15 +61,15 @@ class NativeStack:
             self.settings = load_settings(self.overrides)
             self.shards = shard_count(self.settings)
             self.samples_per_chunk = samples_per_chunk(self.settings)
+            # the configuration the overrides make (the committed one is the defaults'), refused as a whole if bad
+            rendered = prometheus.render(self.settings) if self.overrides else {}
         except SettingsError as exc:
             raise SystemExit(f"native stack: {exc}") from None
-        self.root = REPO
-        if self.overrides:
-            self.root = self.data_dir / "config"
-            for rel, text in prometheus.render(self.settings).items():
-                path = self.root / rel
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
+        self.root = self.data_dir / "config" if self.overrides else REPO
+        for rel, text in rendered.items():
+            path = self.root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
         self.fioscope_config = fioscope_config or REPO / "provisioning" / "fioscope" / "fioscope.yaml"
         self.env = env or {}
         self.fioscope_command = fioscope_command or [sys.executable, "-m", "fioscope"]

@@ -49,12 +49,17 @@ def shard_count(s: dict) -> int:
     return shards
 
 
-def samples_per_chunk(s: dict) -> int:
-    """stack.samples_per_chunk: 0 (Prometheus's own), or the head chunk's samples its Prometheus is started with."""
-    value = s["stack"]["samples_per_chunk"]
+def prometheus_tuning(s: dict, key: str) -> int:
+    """stack.<key> (samples_per_chunk, gogc): 0 (Prometheus's own), or the value its Prometheus runs with."""
+    value = s["stack"][key]
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise SettingsError(f"stack.samples_per_chunk: expected 0 (Prometheus's own) or a positive whole number, got {value!r}")
+        raise SettingsError(f"stack.{key}: expected 0 (Prometheus's own) or a positive whole number, got {value!r}")
     return value
+
+
+def samples_per_chunk(s: dict) -> int:
+    """stack.samples_per_chunk: the head chunk's samples the native stack's Prometheus is started with (0: its own)."""
+    return prometheus_tuning(s, "samples_per_chunk")
 
 
 def shard_of(host: str, shards: int) -> int:
@@ -107,8 +112,11 @@ def prometheus_config(s: dict, shard: int | None = None) -> dict:
         # etcd only where the settings name its endpoints: a target where none runs is only a down target
         *([{"job_name": "etcd", "static_configs": [{"targets": list(st["etcd_endpoints"])}]}] if st["etcd_endpoints"] else []),
     ]
+    gogc = prometheus_tuning(s, "gogc")
     return {
         "global": global_,
+        # Prometheus 2.53+ and 3 read it (2.42 refuses the block): written only where set
+        **({"runtime": {"gogc": gogc}} if gogc else {}),
         "rule_files": ["../../alerts/recording.rules.yaml", "../../alerts/alerts.rules.yaml"],
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"{host}:{ports['alertmanager']}"]}]}]},
         "scrape_configs": [

@@ -49,6 +49,11 @@ class PromClient:
         active = self._get("/api/v1/targets", {"state": "active"})["activeTargets"]
         return [t for t in active if job is None or t["labels"].get("job") == job]
 
+    def metrics_text(self) -> str:
+        """The server's own /metrics exposition."""
+        with urllib.request.urlopen(f"{self.base}/metrics", timeout=self.timeout) as r:
+            return r.read().decode()
+
     def flags(self) -> dict[str, str]:
         """The command-line flags the server runs with."""
         return self._get("/api/v1/status/flags")
