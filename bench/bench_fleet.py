@@ -415,6 +415,9 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
         cut_rate = 'sum(rate(prometheus_tsdb_head_chunks_created_total{job="prometheus"}[1m]))'
         cuts = safe(lambda: q.query_range(cut_rate, started, time.time(), 15), [])
         chunk_cuts = sorted(((float(v), float(t) - started) for series in cuts for t, v in series["values"]), reverse=True)[:3]
+        # the simulated fleet is one process: a stall of it delays thousands of scrapes, then they arrive together
+        slowest = safe(lambda: q.query_range('max(scrape_duration_seconds{job=~"node|fioscope"})', started, time.time(), 15), [])
+        slow_scrapes = sorted(((float(v), float(t) - started) for series in slowest for t, v in series["values"]), reverse=True)[:3]
         latencies = []
         for expr in panel_queries():
             t0 = time.time()
@@ -432,7 +435,7 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
             "dashboards": (len(latencies), sum(latencies), max(latencies, default=0.0), len(panel_queries())),
             "alert_after": alert_after, "alert_wait": alert_wait, "alert": alert["labels"] if alert else None,
             "healthy_alerts": safe(deployment.healthy_alerts, {}),
-            "slow": sorted(slow), "chunk_cuts": chunk_cuts,
+            "slow": sorted(slow), "chunk_cuts": chunk_cuts, "slow_scrapes": slow_scrapes,
             "minutes": (time.time() - started) / 60, "cores": cores, "samples_per_second": samples_per_second,
             "gc_per_minute": gc_per_minute, "gogc": gogc,
         }
@@ -471,6 +474,8 @@ def report(r: dict, top: int) -> None:
           + (", ".join(f"{name} {took:.2f} s at +{at:.0f} s" for at, name, took in r["slow"]) or "none"))
     print("  head chunks created, the busiest minutes (seconds after the targets were up): "
           + ", ".join(f"{rate:,.0f} a second at +{at:.0f} s" for rate, at in r["chunk_cuts"]))
+    print("  the fleet's slowest scrapes (seconds after the targets were up): "
+          + ", ".join(f"{took:.2f} s at +{at:.0f} s" for took, at in r["slow_scrapes"]))
     for mean, name in r["rules"][:top]:
         print(f"    rule {name:<72} mean {mean * 1000:8.1f} ms")
     answered, total_s, worst, asked = r["dashboards"]

@@ -279,7 +279,7 @@ def test_concurrent_ingestion_counts_a_file_once(tmp_path):
         store = Store(load_config(None, str(tmp_path)))
         start = threading.Barrier(4)
 
-        def ingest():
+        def ingest(start=start, store=store):  # this iteration's, bound (the threads are joined within it anyway)
             start.wait()
             store.ingest_file(path)
 

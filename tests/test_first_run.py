@@ -13,7 +13,6 @@ import time
 
 import pytest
 from fioscope.histogram import BUCKET_BOUNDS
-
 from helpers.binaries import require
 from helpers.cli import fioscope
 from helpers.exposition import sample

@@ -73,7 +73,7 @@ def test_offline_diagnosis_healthy_disk_is_not_throttled(tmp_path):
 def burst_then_cap_capture(path: Path, step: int = 5) -> Path:
     """An iostat -x -t -o JSON capture of vdb: light reads for 12 min, a 3000 IOPS burst at 2 ms for 5 min
     (burst credits), then capped at 300 IOPS with the same 6 in flight for 6 min (the scenarios' burst_then_cap)."""
-    start = dt.datetime(2026, 11, 22, 20, 0, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 11, 22, 20, 0, tzinfo=dt.UTC)
     stats: list[dict] = []
     for i in range(23 * 60 // step):
         t = i * step

@@ -84,8 +84,8 @@ def test_offline_diagnosis_of_hostile_names_runs_no_script(tmp_path):
 @pytest.mark.slow
 def test_live_diagnosis_of_hostile_labels_runs_no_script(tmp_path):
     """A live Prometheus whose series carry hostile labels: ALERTS, fioscope_disk_info names, fio runs."""
-    from fioscope.reporting.offline.pipeline import backfilled
     from fioscope.reporting.offline.load import load_iostat
+    from fioscope.reporting.offline.pipeline import backfilled
 
     captures = load_iostat(str(hostile.hostile_capture(tmp_path / "capture.json")))
     start, end = captures[0].samples[0].timestamp, captures[0].samples[-1].timestamp

@@ -45,8 +45,8 @@ def test_a_bad_set_is_one_line_naming_the_key(tmp_path):
 
 @pytest.mark.slow  # a temporary Prometheus backfilled with a capture, two reports: ~20 s
 def test_a_live_report_judges_by_the_thresholds_set_with_set(tmp_path):
-    from fioscope.reporting.offline.pipeline import backfilled
     from fioscope.reporting.offline.load import load_iostat
+    from fioscope.reporting.offline.pipeline import backfilled
 
     captures = load_iostat(str(IOSTAT / "healthy.json"))
     start, end = captures[0].samples[0].timestamp, captures[0].samples[-1].timestamp

@@ -19,7 +19,7 @@ from helpers.binaries import require
 from helpers.cli import run
 from helpers.fleet import run_hosts
 from helpers.net import free_port, wait_for
-from helpers.prometheus import Prometheus, PromClient
+from helpers.prometheus import PromClient, Prometheus
 
 # both shards get some of these (shard_of is checked against Prometheus below, not assumed)
 HOSTS = [f"db-{i}" for i in range(8)]
