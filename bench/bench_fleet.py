@@ -200,6 +200,11 @@ CAPPED_HOST, CAPPED_DEVICE = "host-0001", "vdb"  # capped once the rules run; th
 SAMPLE_HOST = "host-0000"  # its series, counted by name: the cost of a host
 DASHBOARD_VARIABLES = {"host": CAPPED_HOST, "__rate_interval": "1m", "device": ".*", "jobname": ".*", "baseline": ".*", "candidate": ".*"}
 SLOW_EVALUATION_S = 2.0  # the issue's bound on one evaluation of one group
+# Prometheus's own: the samples its PromQL engine loaded (the rules' work, as their evaluation times are not, whichever
+# groups share the cores with them), its garbage collections (what stack.gogc trades for memory), and GOGC
+QUERY_SAMPLES, GC_CYCLES, GOGC = ("prometheus_engine_query_samples_total", "go_gc_cycles_total_gc_cycles_total",
+                                  "go_gc_gogc_percent")
+OWN_METRICS = (QUERY_SAMPLES, GC_CYCLES, GOGC)
 TIMEOUT = 120  # per API call: a loaded Prometheus answers late, never not at all
 
 
@@ -292,26 +297,20 @@ class Deployment:
         self.shards = [PromClient(f"http://{self.stack.shard_address('prometheus', i)}", timeout=TIMEOUT) for i in range(shards)]
         self.alertmanager = self.stack.url("alertmanager")
 
-    def own_metric(self, name: str) -> float | None:
-        """``name`` (an unlabelled series of Prometheus's own /metrics) summed over the shards; None where a shard
-        does not expose it (Prometheus 2.42 has no ``prometheus_engine_query_samples_total``)."""
-        total = 0.0
-        for shard in self.shards:
+    def own_metrics(self) -> dict[str, float]:
+        """OWN_METRICS of Prometheus's own /metrics, each summed over the shards: one read of each shard's /metrics. A
+        name is absent where a shard does not expose it (Prometheus 2.42 counts no query samples)."""
+        totals: dict[str, float] = {}
+        for i, shard in enumerate(self.shards):
             with urllib.request.urlopen(f"{shard.base}/metrics", timeout=TIMEOUT) as r:
-                match = re.search(rf"^{name} (\S+)$", r.read().decode(), re.MULTILINE)
-            if not match:
-                return None
-            total += float(match.group(1))
-        return total
-
-    def samples_loaded(self) -> float | None:
-        """Samples every shard's PromQL engine has loaded so far (``prometheus_engine_query_samples_total``): the rules'
-        work, as their evaluation times are not, whichever groups share the cores with them."""
-        return self.own_metric("prometheus_engine_query_samples_total")
-
-    def gc_cycles(self) -> float | None:
-        """Garbage collections so far, every shard: what stack.gogc trades for memory."""
-        return self.own_metric("go_gc_cycles_total_gc_cycles_total")
+                text = r.read().decode()
+            for name in OWN_METRICS:
+                match = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
+                if match and (i == 0 or name in totals):
+                    totals[name] = totals.get(name, 0.0) + float(match.group(1))
+                else:
+                    totals.pop(name, None)
+        return totals
 
     def rss(self, prefix: str) -> float:
         return sum(rss_mib(p.pid) for name, p in self.stack.procs.items() if name.startswith(prefix) and p.poll() is None)
@@ -371,8 +370,7 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
         capped_at = time.time()
         cpu = CpuShare(deployment)
         cpu.start()
-        samples_before, sampling_since = safe(deployment.samples_loaded), time.monotonic()
-        gc_before = safe(deployment.gc_cycles)
+        own_before, sampling_since = safe(deployment.own_metrics, {}), time.monotonic()
         alert: dict | None = None
         alert_after: float | None = None
         groups: dict[str, list[float]] = {}
@@ -403,21 +401,25 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
                 break
             time.sleep(1)
         cores = cpu.stop()
-        samples_after = safe(deployment.samples_loaded)
-        gc_after = safe(deployment.gc_cycles)
-        gc_per_minute = (None if gc_before is None or gc_after is None
-                         else (gc_after - gc_before) / shards / (time.monotonic() - sampling_since) * 60)
-        gogc = safe(lambda: deployment.own_metric("go_gc_gogc_percent"))
-        samples_per_second = (None if samples_before is None or samples_after is None
-                              else (samples_after - samples_before) / (time.monotonic() - sampling_since))
+        own_after, sampled = safe(deployment.own_metrics, {}), time.monotonic() - sampling_since
+
+        def per_second(name: str) -> float | None:
+            return (own_after[name] - own_before[name]) / sampled if name in own_before and name in own_after else None
+
+        samples_per_second, gc_per_second = per_second(QUERY_SAMPLES), per_second(GC_CYCLES)
+        gc_per_minute = None if gc_per_second is None else gc_per_second * 60 / shards
+        gogc = own_after.get(GOGC)
+        def busiest(expr: str) -> list[tuple[float, float]]:
+            """The three highest values of ``expr`` since the targets were up, each with its second after that."""
+            result = safe(lambda: q.query_range(expr, started, time.time(), 15), [])
+            moments = ((float(v), max(0.0, float(t) - started)) for series in result for t, v in series["values"])
+            return sorted(moments, reverse=True)[:3]
+
         # the head cuts a chunk of every series at once (they started together: after a restart and at each block
         # boundary, so does a real fleet): when, against the slow evaluations
-        cut_rate = 'sum(rate(prometheus_tsdb_head_chunks_created_total{job="prometheus"}[1m]))'
-        cuts = safe(lambda: q.query_range(cut_rate, started, time.time(), 15), [])
-        chunk_cuts = sorted(((float(v), float(t) - started) for series in cuts for t, v in series["values"]), reverse=True)[:3]
+        chunk_cuts = busiest('sum(rate(prometheus_tsdb_head_chunks_created_total{job="prometheus"}[1m]))')
         # the simulated fleet is one process: a stall of it delays thousands of scrapes, then they arrive together
-        slowest = safe(lambda: q.query_range('max(scrape_duration_seconds{job=~"node|fioscope"})', started, time.time(), 15), [])
-        slow_scrapes = sorted(((float(v), float(t) - started) for series in slowest for t, v in series["values"]), reverse=True)[:3]
+        slow_scrapes = busiest('max(scrape_duration_seconds{job=~"node|fioscope"})')
         latencies = []
         for expr in panel_queries():
             t0 = time.time()
@@ -470,7 +472,7 @@ def report(r: dict, top: int) -> None:
     for name, (mean, worst, n) in sorted(r["groups"].items(), key=lambda kv: r["phases"].get(kv[0], 0)):
         print(f"  group {name:<28} at +{r['phases'].get(name, 0):5.2f} s  evaluation mean {mean * 1000:8.1f} ms  "
               f"least {r['group_min'][name] * 1000:8.1f} ms  max {worst * 1000:8.1f} ms  ({n} evaluations)")
-    print("  evaluations over 2 s (seconds after the targets were up): "
+    print(f"  evaluations over {SLOW_EVALUATION_S:g} s (seconds after the targets were up): "
           + (", ".join(f"{name} {took:.2f} s at +{at:.0f} s" for at, name, took in r["slow"]) or "none"))
     print("  head chunks created, the busiest minutes (seconds after the targets were up): "
           + ", ".join(f"{rate:,.0f} a second at +{at:.0f} s" for rate, at in r["chunk_cuts"]))
