@@ -265,6 +265,12 @@ def eval_phase(timestamp: str, interval: float) -> float:
     return datetime.fromisoformat(timestamp).timestamp() % interval
 
 
+def segment_cuts(result: list[dict], started: float) -> list[float]:
+    """The seconds after ``started`` at which a range query's single series went up: a new WAL segment (of any shard, summed)."""
+    values = [(float(t), float(v)) for series in result for t, v in series["values"]]
+    return [max(0.0, t - started) for (_, before), (t, after) in zip(values, values[1:]) if after > before]
+
+
 def mem_available_mib() -> float:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
@@ -420,6 +426,13 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
         chunk_cuts = busiest('sum(rate(prometheus_tsdb_head_chunks_created_total{job="prometheus"}[1m]))')
         # the simulated fleet is one process: a stall of it delays thousands of scrapes, then they arrive together
         slow_scrapes = busiest('max(scrape_duration_seconds{job=~"node|fioscope"})')
+        # the write-ahead log: a full segment is closed and fsynced (every few minutes at this rate), and the rules'
+        # samples are committed to the log as the scrapes' are
+        wal_cuts = segment_cuts(safe(lambda: q.query_range('sum(prometheus_tsdb_wal_segment_current{job="prometheus"})',
+                                                           started, time.time(), 5), []), started)
+        wal_fsync = busiest('sum(rate(prometheus_tsdb_wal_fsync_duration_seconds_sum{job="prometheus"}[1m]))')
+        # (Prometheus 3 writes a scraped summary's quantile as a float: "1.0"; Prometheus 2 as exposed: "1")
+        gc_pauses = busiest('max(go_gc_duration_seconds{job="prometheus",quantile=~"1|1[.]0"})')
         latencies = []
         for expr in panel_queries():
             t0 = time.time()
@@ -438,6 +451,7 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
             "alert_after": alert_after, "alert_wait": alert_wait, "alert": alert["labels"] if alert else None,
             "healthy_alerts": safe(deployment.healthy_alerts, {}),
             "slow": sorted(slow), "chunk_cuts": chunk_cuts, "slow_scrapes": slow_scrapes,
+            "wal_cuts": wal_cuts, "wal_fsync": wal_fsync, "gc_pauses": gc_pauses,
             "minutes": (time.time() - started) / 60, "cores": cores, "samples_per_second": samples_per_second,
             "gc_per_minute": gc_per_minute, "gogc": gogc,
         }
@@ -478,6 +492,10 @@ def report(r: dict, top: int) -> None:
           + ", ".join(f"{rate:,.0f} a second at +{at:.0f} s" for rate, at in r["chunk_cuts"]))
     print("  the fleet's slowest scrapes (seconds after the targets were up): "
           + ", ".join(f"{took:.2f} s at +{at:.0f} s" for took, at in r["slow_scrapes"]))
+    print("  write-ahead log segments closed (seconds after the targets were up): "
+          + (", ".join(f"+{at:.0f} s" for at in r["wal_cuts"]) or "none")
+          + "; its fsyncs, the busiest minutes: " + ", ".join(f"{share:.3f} s a second at +{at:.0f} s" for share, at in r["wal_fsync"]))
+    print("  Go's longest stop-the-world pauses: " + ", ".join(f"{took * 1000:.0f} ms at +{at:.0f} s" for took, at in r["gc_pauses"]))
     for mean, name in r["rules"][:top]:
         print(f"    rule {name:<72} mean {mean * 1000:8.1f} ms")
     answered, total_s, worst, asked = r["dashboards"]
