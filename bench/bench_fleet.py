@@ -265,12 +265,6 @@ def eval_phase(timestamp: str, interval: float) -> float:
     return datetime.fromisoformat(timestamp).timestamp() % interval
 
 
-def segment_cuts(result: list[dict], started: float) -> list[float]:
-    """The seconds after ``started`` at which a range query's single series went up: a new WAL segment (of any shard, summed)."""
-    values = [(float(t), float(v)) for series in result for t, v in series["values"]]
-    return [max(0.0, t - started) for (_, before), (t, after) in zip(values, values[1:]) if after > before]
-
-
 def mem_available_mib() -> float:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
@@ -415,11 +409,14 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
         samples_per_second, gc_per_second = per_second(QUERY_SAMPLES), per_second(GC_CYCLES)
         gc_per_minute = None if gc_per_second is None else gc_per_second * 60 / shards
         gogc = own_after.get(GOGC)
+        def points(expr: str, step: float = 15) -> list[tuple[float, float]]:
+            """(value, second after the targets were up) of ``expr`` (one series) since then, in time order."""
+            result = safe(lambda: q.query_range(expr, started, time.time(), step), [])
+            return [(float(v), max(0.0, float(t) - started)) for series in result for t, v in series["values"]]
+
         def busiest(expr: str) -> list[tuple[float, float]]:
             """The three highest values of ``expr`` since the targets were up, each with its second after that."""
-            result = safe(lambda: q.query_range(expr, started, time.time(), 15), [])
-            moments = ((float(v), max(0.0, float(t) - started)) for series in result for t, v in series["values"])
-            return sorted(moments, reverse=True)[:3]
+            return sorted(points(expr), reverse=True)[:3]
 
         # the head cuts a chunk of every series at once (they started together: after a restart and at each block
         # boundary, so does a real fleet): when, against the slow evaluations
@@ -428,8 +425,8 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
         slow_scrapes = busiest('max(scrape_duration_seconds{job=~"node|fioscope"})')
         # the write-ahead log: a full segment is closed and fsynced (every few minutes at this rate), and the rules'
         # samples are committed to the log as the scrapes' are
-        wal_cuts = segment_cuts(safe(lambda: q.query_range('sum(prometheus_tsdb_wal_segment_current{job="prometheus"})',
-                                                           started, time.time(), 5), []), started)
+        segments = points('sum(prometheus_tsdb_wal_segment_current{job="prometheus"})', step=5)  # of every shard
+        wal_cuts = [at for (before, _), (after, at) in zip(segments, segments[1:]) if after > before]
         wal_fsync = busiest('sum(rate(prometheus_tsdb_wal_fsync_duration_seconds_sum{job="prometheus"}[1m]))')
         # (Prometheus 3 writes a scraped summary's quantile as a float: "1.0"; Prometheus 2 as exposed: "1")
         gc_pauses = busiest('max(go_gc_duration_seconds{job="prometheus",quantile=~"1|1[.]0"})')
