@@ -895,6 +895,12 @@ VALUE_CHECKS = [
     {"expr": 'round(fioscope:disk_step_down_ratio{host="s5"}, 0.001)', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": _labels({**_S2, "host": "s5", "instance": "s5:9100", "ddir": d}), "value": 10}
                      for d in ("all", "read")]},
+    # ... whose peaks are the burst's in the two-minute maxima of the lookback: these hold the cap's rates by now (reads only)
+    *({"expr": f'round({name}{{host="s5"}}, 0.001)', "eval_time": VALUE_AT,
+       "exp_samples": [{"labels": _labels({**_S2, "host": "s5", "instance": "s5:9100"}), "value": v}]}
+      for name, v in ((n.DISK_READ_IOPS_MAX2M, 300), (n.DISK_WRITE_IOPS_MAX2M, 0), (n.DISK_IOPS_MAX2M, 300),
+                      (n.DISK_READ_BYTES_PER_SECOND_MAX2M, 300 * 4096), (n.DISK_WRITE_BYTES_PER_SECOND_MAX2M, 0),
+                      (n.DISK_BYTES_PER_SECOND_MAX2M, 300 * 4096))),
     # s2's peaks over the lookback, which its capped windows are at: the reads' and the total's IOPS and bytes/s
     {"expr": f'{n.DISK_RECENT_PEAK}{{host="s2",ddir=~"read|all"}}', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": n.DISK_RECENT_PEAK + _labels({**_S2, "ddir": d, "rate": r}), "value": v}

@@ -28,7 +28,7 @@ from fioscope_mixin.alerts import (
     disk_value,
 )
 from fioscope_mixin.columns import IN_FLIGHT_SERIES
-from fioscope_mixin.recording import FIO_RUNNING, FIO_WRITE_BW
+from fioscope_mixin.recording import FIO_RUNNING, FIO_WRITE_BW, lookback_peak
 from fioscope_mixin.rule import ON, Alert, Record, fmt, params
 
 # a node_exporter device series and a host-level series of the same scrape (PSI, avg-cpu) join on these
@@ -101,7 +101,7 @@ STALLED = (f"avg_over_time({IN_FLIGHT}[%(window)s]) > {ON} group_left () {n.DISK
 # the application's write rate collapsed: a running fio job's (a page cache that filled: the disk below writes at its
 # steady rate all along) while the device is busy, or, on local hardware, the device's own (its write cache filled; on a
 # provider's volume the same fall is burst credits spent: a provider cap)
-W_PEAK = f"max_over_time({n.DISK_WRITE_BYTES_PER_SECOND}[%(writeCliffWindow)s])"
+W_PEAK = lookback_peak(n.DISK_WRITE_BYTES_PER_SECOND, "%(writeCliffWindow)s")
 W_NORMAL = f"({n.DISK_WRITE_AWAIT_BASELINE_SECONDS} or {n.DISK_AWAIT_BASELINE_SECONDS})"
 # (in the chain itself, fio's cliff too: as a condition recorded in another group, the live lab's write-back cliff, whose
 # fio rate swings about half its peak, was named a provider cap for one of its evaluations in one of two runs)

@@ -80,6 +80,15 @@ DISK_CEILING_BELOW = "fioscope:disk_ceiling_below"
 # per device, not per dimension (a dual cap names reads in one phase, read throughput in the next)
 DISK_CEILING_COUNT = "fioscope:disk_ceiling:count"
 DISK_STEP_DOWN_RATIO = "fioscope:disk_step_down_ratio"
+# each step-down rate's maximum over the last two minutes, recorded once a minute: the step-down's and the stall's
+# 15-minute peaks read these (15 samples a device, not 60 scrapes': those peaks were 45 % of the rules' samples at
+# 2,000 hosts)
+DISK_READ_IOPS_MAX2M = "fioscope:disk_read_iops:max2m"
+DISK_WRITE_IOPS_MAX2M = "fioscope:disk_write_iops:max2m"
+DISK_IOPS_MAX2M = "fioscope:disk_iops:max2m"
+DISK_READ_BYTES_PER_SECOND_MAX2M = "fioscope:disk_read_bytes_per_second:max2m"
+DISK_WRITE_BYTES_PER_SECOND_MAX2M = "fioscope:disk_write_bytes_per_second:max2m"
+DISK_BYTES_PER_SECOND_MAX2M = "fioscope:disk_bytes_per_second:max2m"
 # aqu-sz where the queue is long and costly (await far above normal, no more IOPS): FioscopeDiskQueueExploding's value
 DISK_COSTLY_QUEUE_SIZE = "fioscope:disk_costly_queue_size"
 # requests in flight on average while the device is stalled (absent otherwise): FioscopeDiskStalled's value

@@ -121,6 +121,22 @@ IRATES = [
 # per-scrape util: the rate-window util lags a load's start and end (first in the envelope's group, which gates on it)
 UTIL_IRATE = Record(n.DISK_UTIL_RATIO_IRATE, _irate("util"))
 
+# the step-down's rates' maxima, recorded once a minute over the last two: a 15-minute peak over these reads 15 samples
+# a device, not 60 (the step-down's six peaks and the stall's one were 45 % of every sample the rules read at 2,000
+# hosts; the write-back cliff's 10-minute peak of the write rate reads them too). Two minutes, so that the windows overlap by one: a scrape its group recorded late (a slow evaluation) is
+# still in the next maximum. A peak is seen up to a minute late, and leaves the lookback up to two minutes late.
+PEAK_INTERVAL = "1m"
+MAXIMA = {R: n.DISK_READ_IOPS_MAX2M, W: n.DISK_WRITE_IOPS_MAX2M, n.DISK_IOPS: n.DISK_IOPS_MAX2M,
+          RB: n.DISK_READ_BYTES_PER_SECOND_MAX2M, WB: n.DISK_WRITE_BYTES_PER_SECOND_MAX2M,
+          n.DISK_BYTES_PER_SECOND: n.DISK_BYTES_PER_SECOND_MAX2M}
+MAXIMA_RECORDS = [Record(maximum, f"max_over_time({rate}[2m])") for rate, maximum in MAXIMA.items()]
+
+
+def lookback_peak(rate: str, lookback: str = "%(stepDownLookback)s") -> str:
+    """The rate's peak over ``lookback`` (the step-down's; at least 2m), from its recorded maxima."""
+    return f"max_over_time({MAXIMA[rate]}[{lookback}])"
+
+
 # Stalled: requests in flight (the in-flight gauge, averaged over the stall window) and (almost) none completing: fewer
 # than max_iops a second, or so few that each waits request_seconds by Little's law (in flight / completions); or await
 # in seconds while the IOPS collapsed. Not util or aqu-sz: the kernel updates busy time only when a request starts or
@@ -143,7 +159,7 @@ STALLED = Record(n.DISK_STALLED_IN_FLIGHT, (
     f"    ({columns.IN_FLIGHT_SERIES}{{%(diskSelector)s}} >= %(stall_min_in_flight)s or fioscope:disk_iops >= %(stall_max_iops)s)\n"
     f"    and {ON} fioscope:disk_await_seconds >= %(stall_await_seconds)s\n"
     f"    and {ON} (\n"
-    "      fioscope:disk_iops <= %(stall_collapse_ratio)s * max_over_time(fioscope:disk_iops[%(stepDownLookback)s])\n"
+    f"      fioscope:disk_iops <= %(stall_collapse_ratio)s * {lookback_peak(n.DISK_IOPS)}\n"
     # once stalled, stalled while the await stays in seconds (the collapse leaves the lookback's peak after a while)
     f"      or max_over_time({n.DISK_STALLED_IN_FLIGHT}[%(stepDownLookback)s])\n"
     "    )\n"
@@ -507,8 +523,8 @@ def step_down_records() -> list[Record]:
     # (the IOPS divide only where at least min_iops: the filter is the divisor, one selector fewer over every device)
     return [Record(
         n.DISK_STEP_DOWN_RATIO,
-        f"max_over_time({iops}[%(stepDownLookback)s]) / ({iops} >= %(throttle_min_iops)s) >= %(throttle_step_down_ratio)s\n"
-        f"and {ON} max_over_time({bytes_}[%(stepDownLookback)s]) / clamp_min({bytes_}, 1e-9) >= %(throttle_step_down_ratio)s",
+        f"{lookback_peak(iops)} / ({iops} >= %(throttle_min_iops)s) >= %(throttle_step_down_ratio)s\n"
+        f"and {ON} {lookback_peak(bytes_)} / clamp_min({bytes_}, 1e-9) >= %(throttle_step_down_ratio)s",
         labels=(("ddir", ddir),)) for ddir, iops, bytes_ in STEP_DOWN_RATES]
 
 
@@ -573,6 +589,7 @@ def recording_rules(s: dict) -> dict:
         # the stall, read only by the alerts and the cause groups as the guards: the costliest rule over every device
         # (11 selectors; 0.8 s of the guards' 0.9 s at 2,000 hosts), so a group of its own
         {"name": "fioscope-disk-stall", "rules": [STALLED.render(p)]},
+        {"name": "fioscope-disk-maxima", "interval": PEAK_INTERVAL, "rules": [r.render(p) for r in MAXIMA_RECORDS]},
         {"name": "fioscope-disk-step-down", "rules": [r.render(p) for r in step_down_records()]},
         {"name": "fioscope-disk-recent-peak", "rules": [r.render(p) for r in recent_peak_records()]},
         {"name": "fioscope-disk-queue", "rules": [COSTLY_QUEUE.render(p)]},

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fioscope_mixin.names import DASHBOARD_UIDS
-from fioscope_mixin.settings import duration
+from fioscope_mixin.settings import SettingsError, duration
 
 # the join of two series of one device (a template: the cluster label first where one is set)
 ON = "on (%(clusterLabels)sinstance, job, device)"
@@ -33,6 +33,11 @@ def params(s: dict) -> dict[str, str]:
     fio_window = duration(s, "thresholds", "throttle", "fio_window")
     window = min(duration(s, "thresholds", "throttle", "window"), thr["window_scrapes"] * scrape)
     cluster = sel["cluster_label"]
+    # their peaks are read from maxima over two minutes recorded each minute (recording.MAXIMA): a shorter lookback
+    # would still see two minutes back
+    for keys in (("thresholds", "throttle", "step_down_lookback"), ("thresholds", "write_cliff_window")):
+        if duration(s, *keys) < 120:
+            raise SettingsError(f"{'.'.join(keys)}: at least 2m (its peaks are two-minute maxima)")
     # first in every on (...) / by (...) list: "" or "cluster, " (node-mixin's clusterLabel)
     cluster_labels = f"{cluster}, " if cluster else ""
     p = {
