@@ -171,11 +171,13 @@ def test_bad_override_is_refused(tmp_path):
     assert proc.returncode != 0 and "expected key.path=value" in proc.stderr
 
 
-def test_step_down_lookback_shorter_than_its_maxima_is_refused(tmp_path):
-    """The step-down's peaks are read from two-minute maxima: a shorter lookback is an error naming the key."""
-    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "thresholds.throttle.step_down_lookback=90s"])
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "thresholds.throttle.step_down_lookback: at least 2m" in proc.stderr
+def test_lookback_shorter_than_its_maxima_is_refused(tmp_path):
+    """The step-down's and the write-back cliff's peaks are read from two-minute maxima: a shorter lookback is an error
+    naming the key."""
+    for key in ("thresholds.throttle.step_down_lookback", "thresholds.write_cliff_window"):
+        proc = run(GENERATE + ["--out", str(tmp_path), "--set", f"{key}=90s"])
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert f"{key}: at least 2m" in proc.stderr and "Traceback" not in proc.stderr
     proc = run(GENERATE + ["--out", str(tmp_path), "--set", "thresholds.throttle.step_down_lookback=2m"])
     assert proc.returncode == 0, proc.stderr
     assert "max_over_time(fioscope:disk_iops:max2m[2m])" in (tmp_path / "alerts" / "recording.rules.yaml").read_text()

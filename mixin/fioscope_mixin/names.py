@@ -81,8 +81,8 @@ DISK_CEILING_BELOW = "fioscope:disk_ceiling_below"
 DISK_CEILING_COUNT = "fioscope:disk_ceiling:count"
 DISK_STEP_DOWN_RATIO = "fioscope:disk_step_down_ratio"
 # each step-down rate's maximum over the last two minutes, recorded once a minute: the step-down's and the stall's
-# 15-minute peaks read these (15 samples a device, not 60 scrapes': those peaks were 45 % of the rules' samples at
-# 2,000 hosts)
+# 15-minute peaks and the write-back cliff's 10-minute one read these (15 samples a device, not 60 scrapes': those
+# peaks were 45 % of the rules' samples at 2,000 hosts)
 DISK_READ_IOPS_MAX2M = "fioscope:disk_read_iops:max2m"
 DISK_WRITE_IOPS_MAX2M = "fioscope:disk_write_iops:max2m"
 DISK_IOPS_MAX2M = "fioscope:disk_iops:max2m"

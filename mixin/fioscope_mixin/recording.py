@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fioscope_mixin import columns
 from fioscope_mixin import names as n
-from fioscope_mixin.rule import ON, Record, params
+from fioscope_mixin.rule import MAXIMA_RANGE, ON, Record, params
 
 
 def _rate(column: str) -> str:
@@ -123,17 +123,18 @@ UTIL_IRATE = Record(n.DISK_UTIL_RATIO_IRATE, _irate("util"))
 
 # the step-down's rates' maxima, recorded once a minute over the last two: a 15-minute peak over these reads 15 samples
 # a device, not 60 (the step-down's six peaks and the stall's one were 45 % of every sample the rules read at 2,000
-# hosts; the write-back cliff's 10-minute peak of the write rate reads them too). Two minutes, so that the windows overlap by one: a scrape its group recorded late (a slow evaluation) is
-# still in the next maximum. A peak is seen up to a minute late, and leaves the lookback up to two minutes late.
+# hosts; the write-back cliff's 10-minute peak of the write rate reads them too). Two minutes, so that the windows
+# overlap by one: a scrape its group recorded late (a slow evaluation) is still in the next maximum. A peak is seen up
+# to a minute late, and leaves the lookback up to two minutes late.
 PEAK_INTERVAL = "1m"
 MAXIMA = {R: n.DISK_READ_IOPS_MAX2M, W: n.DISK_WRITE_IOPS_MAX2M, n.DISK_IOPS: n.DISK_IOPS_MAX2M,
           RB: n.DISK_READ_BYTES_PER_SECOND_MAX2M, WB: n.DISK_WRITE_BYTES_PER_SECOND_MAX2M,
           n.DISK_BYTES_PER_SECOND: n.DISK_BYTES_PER_SECOND_MAX2M}
-MAXIMA_RECORDS = [Record(maximum, f"max_over_time({rate}[2m])") for rate, maximum in MAXIMA.items()]
+MAXIMA_RECORDS = [Record(maximum, f"max_over_time({rate}[{MAXIMA_RANGE}])") for rate, maximum in MAXIMA.items()]
 
 
 def lookback_peak(rate: str, lookback: str = "%(stepDownLookback)s") -> str:
-    """The rate's peak over ``lookback`` (the step-down's; at least 2m), from its recorded maxima."""
+    """The rate's peak over ``lookback`` (the step-down's; at least MAXIMA_RANGE), from its recorded maxima."""
     return f"max_over_time({MAXIMA[rate]}[{lookback}])"
 
 

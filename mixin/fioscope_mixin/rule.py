@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from fioscope_mixin.names import DASHBOARD_UIDS
 from fioscope_mixin.settings import SettingsError, duration
+from fioscope_mixin.units import parse_duration
 
 # the join of two series of one device (a template: the cluster label first where one is set)
 ON = "on (%(clusterLabels)sinstance, job, device)"
@@ -15,6 +16,11 @@ ON = "on (%(clusterLabels)sinstance, job, device)"
 def fmt(value: float) -> str:
     """A threshold as PromQL prints it: 0.01, 5, 1e-09."""
     return f"{value:g}"
+
+
+# the range of the rates' recorded maxima (recording.MAXIMA), which the step-down's, the stall's and the write-back
+# cliff's peaks read: a lookback shorter than it would still see that far back
+MAXIMA_RANGE = "2m"
 
 
 def left_open(seconds: float) -> str:
@@ -33,11 +39,9 @@ def params(s: dict) -> dict[str, str]:
     fio_window = duration(s, "thresholds", "throttle", "fio_window")
     window = min(duration(s, "thresholds", "throttle", "window"), thr["window_scrapes"] * scrape)
     cluster = sel["cluster_label"]
-    # their peaks are read from maxima over two minutes recorded each minute (recording.MAXIMA): a shorter lookback
-    # would still see two minutes back
     for keys in (("thresholds", "throttle", "step_down_lookback"), ("thresholds", "write_cliff_window")):
-        if duration(s, *keys) < 120:
-            raise SettingsError(f"{'.'.join(keys)}: at least 2m (its peaks are two-minute maxima)")
+        if duration(s, *keys) < parse_duration(MAXIMA_RANGE):
+            raise SettingsError(f"{'.'.join(keys)}: at least {MAXIMA_RANGE} (its peaks are read from the rates' {MAXIMA_RANGE} maxima)")
     # first in every on (...) / by (...) list: "" or "cluster, " (node-mixin's clusterLabel)
     cluster_labels = f"{cluster}, " if cluster else ""
     p = {
