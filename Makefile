@@ -3,7 +3,7 @@ PYTHON ?= python3
 FIOSCOPE_TARGET_DIR ?= /var/tmp/fioscope-target
 export FIOSCOPE_TARGET_DIR
 
-.PHONY: up up-native up-fleet setup test test-slow e2e lint lint-dashboards bench bench-fleet generate check-generated secret add-host
+.PHONY: up up-native up-fleet setup test test-slow e2e lint lint-dashboards bench bench-fleet bench-baseline generate check-generated secret add-host
 
 # docker compose where a Docker engine runs, the native stack otherwise
 up: setup
@@ -51,6 +51,10 @@ bench: setup
 
 bench-fleet: setup
 	$(PYTHON) bench/bench_fleet.py
+
+# the await baseline's 6h medians once the window is full (a fleet run of minutes never fills it)
+bench-baseline: setup
+	$(PYTHON) bench/bench_baseline.py
 
 # one more test host for the fleet's Prometheus (README "Fleet"): make add-host NAME=db-7 NODE=10.0.0.7:9100 FIOSCOPE=10.0.0.7:7963
 add-host:

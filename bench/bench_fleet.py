@@ -523,6 +523,9 @@ def main() -> int:
                         help="where each size's stack runs (default: a new temporary directory). Prometheus places "
                              "each rule group in the interval by a hash of its name and rule file's path: the same "
                              "directory keeps the same layout, to compare rule changes run against run")
+    parser.add_argument("--keep", action="store_true",
+                        help="with --work-dir: keep each size's stack directory afterwards (its Prometheus TSDB is "
+                             "bench/bench_rule_cost.py's input)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
                         help="override alerts/config.yaml, e.g. stack.convert_classic_histograms_to_nhcb=true")
     args = parser.parse_args()
@@ -535,6 +538,8 @@ def main() -> int:
         warmup, alert_wait, interval = seconds(args.warmup), seconds(args.alert_wait), seconds(args.interval)
     except ValueError as exc:  # UnitError is a ValueError
         parser.error(f"--hosts/--interval/--warmup/--alert-wait: {exc}")
+    if args.keep and not args.work_dir:
+        parser.error("--keep: needs --work-dir (where the stacks stay)")
     if min(sizes) < 1 or interval <= 0 or args.cycles < 1 or (args.shards is not None and args.shards < 1):
         parser.error("--hosts, --interval, --cycles and --shards must be positive")
     fleet = FleetServer()
@@ -560,7 +565,8 @@ def main() -> int:
             try:
                 r = measure(fleet, hosts, args.interval, args.cycles, base / str(hosts), shards, warmup, alert_wait, args.set)
             finally:
-                shutil.rmtree(base / str(hosts), ignore_errors=True)  # its own: the next run of this size starts there afresh
+                if not args.keep:
+                    shutil.rmtree(base / str(hosts), ignore_errors=True)  # its own: the next run of this size starts there afresh
             rows.append(r)
             report(r, args.top)
     if not rows:

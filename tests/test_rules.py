@@ -12,6 +12,7 @@ import pytest
 import yaml
 from helpers.binaries import PROMETHEUS_LINES, require, require_prometheus, rule_tests_for
 from helpers.cli import run
+from fioscope_mixin import names as n
 from helpers.paths import FIXTURES, REPO
 
 ALERTS = REPO / "alerts"
@@ -166,6 +167,17 @@ def test_short_intervals_for_the_e2e_stack(tmp_path):
     assert throttled[0]["for"] == "5s"
 
 
+def test_pages_follow_their_records_and_the_rest_run_once_an_interval():
+    """The pages of an episode (and the cause alerts) are evaluated three times an interval, every other alert once."""
+    groups = {g["name"]: g for g in yaml.safe_load((ALERTS / "alerts.rules.yaml").read_text())["groups"]}
+    assert sorted(groups) == ["fioscope-alerts", "fioscope-alerts-sustained", "fioscope-cause-alerts"]
+    pages, sustained = ({r["alert"] for r in groups[name]["rules"]} for name in ("fioscope-alerts", "fioscope-alerts-sustained"))
+    assert pages == set(n.EPISODE_PAGES) - set(n.CAUSE_ALERTS) and not pages & sustained
+    assert pages | sustained | {r["alert"] for r in groups["fioscope-cause-alerts"]["rules"]} >= set(n.ALERTS) - {n.ALERT_DISK_AT_PROVISIONED_LIMIT}
+    assert groups["fioscope-alerts"]["interval"] == groups["fioscope-cause-alerts"]["interval"] == "5s"
+    assert "interval" not in groups["fioscope-alerts-sustained"]
+
+
 def test_bad_override_is_refused(tmp_path):
     proc = run(GENERATE + ["--out", str(tmp_path), "--set", "nonsense"])
     assert proc.returncode != 0 and "expected key.path=value" in proc.stderr
@@ -182,6 +194,20 @@ def test_lookback_shorter_than_its_maxima_is_refused(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "max_over_time(fioscope:disk_iops:max2m[2m])" in (tmp_path / "alerts" / "recording.rules.yaml").read_text()
 
+
+def test_each_normal_is_a_group_of_its_own_recomputed_within_the_lookback(tmp_path):
+    """The three 6h medians each have a group at thresholds.throttle.baseline_median_interval; an interval Prometheus's
+    5m lookback would not bridge is an error naming the key."""
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "thresholds.throttle.baseline_median_interval=5m"])
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "thresholds.throttle.baseline_median_interval: under 5m" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run(GENERATE + ["--out", str(tmp_path), "--set", "thresholds.throttle.baseline_median_interval=4m"])
+    assert proc.returncode == 0, proc.stderr
+    groups = yaml.safe_load((tmp_path / "alerts" / "recording.rules.yaml").read_text())["groups"]
+    medians = [g for g in groups if any("quantile_over_time(0.5" in r["expr"] for r in g["rules"])]
+    assert sorted(r["record"] for g in medians for r in g["rules"]) == sorted(
+        [n.DISK_AWAIT_BASELINE_SECONDS, n.DISK_READ_AWAIT_BASELINE_SECONDS, n.DISK_WRITE_AWAIT_BASELINE_SECONDS])
+    assert [(g["interval"], len(g["rules"])) for g in medians] == [("4m", 1)] * 3
 
 def test_unknown_or_misplaced_override_names_the_key(tmp_path):
     """A typo is an error naming the key and the closest valid one; a path through a value is refused, no traceback."""

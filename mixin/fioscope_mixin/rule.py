@@ -18,6 +18,9 @@ def fmt(value: float) -> str:
     return f"{value:g}"
 
 
+# Prometheus's default lookback: an instant selector sees a series this long after its last sample
+LOOKBACK_DELTA = "5m"
+
 # the range of the rates' recorded maxima (recording.MAXIMA), which the step-down's, the stall's and the write-back
 # cliff's peaks read: a lookback shorter than it would still see that far back
 MAXIMA_RANGE = "2m"
@@ -42,6 +45,9 @@ def params(s: dict) -> dict[str, str]:
     for keys in (("thresholds", "throttle", "step_down_lookback"), ("thresholds", "write_cliff_window")):
         if duration(s, *keys) < parse_duration(MAXIMA_RANGE):
             raise SettingsError(f"{'.'.join(keys)}: at least {MAXIMA_RANGE} (its peaks are read from the rates' {MAXIMA_RANGE} maxima)")
+    if duration(s, "thresholds", "throttle", "baseline_median_interval") >= parse_duration(LOOKBACK_DELTA):
+        raise SettingsError(f"thresholds.throttle.baseline_median_interval: under {LOOKBACK_DELTA} (a normal read later than "
+                            f"Prometheus's {LOOKBACK_DELTA} lookback lapses between two evaluations)")
     # first in every on (...) / by (...) list: "" or "cluster, " (node-mixin's clusterLabel)
     cluster_labels = f"{cluster}, " if cluster else ""
     p = {
@@ -71,6 +77,7 @@ def params(s: dict) -> dict[str, str]:
         "fioWindowSamples": fmt(max(2, int(fio_window / scrape + 1e-9))),
         "windowSamples": fmt(max(3, int(window / scrape + 1e-9))),
         "baselineInterval": thr["baseline_interval"],
+        "baselineMedianInterval": thr["baseline_median_interval"],
         # the span a baseline sample's util is judged over: its averaged interval (the one before the last) of
         # rate-window averages (each reaching rateWindow back), and every scrape since
         "baselineUtilLookback":

@@ -35,6 +35,13 @@ class PromClient:
             params["time"] = f"{at:.3f}"
         return self._get("/api/v1/query", params)["result"]
 
+    def query_cost(self, expr: str, at: float) -> tuple[float, int, int]:
+        """What an instant query costs the server (``stats=all``): (its evaluation seconds, samples loaded, series returned)."""
+        data = self._get("/api/v1/query", {"query": expr, "time": f"{at:.3f}", "stats": "all"})
+        stats = data.get("stats", {})
+        return (float(stats.get("timings", {}).get("evalTotalTime", 0.0)),
+                int(stats.get("samples", {}).get("totalQueryableSamples", 0)), len(data["result"]))
+
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict]:
         """What a Grafana time-series panel asks: the series over [start, end], one point a step."""
         params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
@@ -44,6 +51,10 @@ class PromClient:
         """The first result's value, or None when the query returns nothing."""
         result = self.query(expr, at)
         return float(result[0]["value"][1]) if result else None
+
+    def head_stats(self) -> dict:
+        """The TSDB head's series count and time span (numSeries, minTime, maxTime in ms)."""
+        return self._get("/api/v1/status/tsdb")["headStats"]
 
     def targets(self, job: str | None = None) -> list[dict]:
         active = self._get("/api/v1/targets", {"state": "active"})["activeTargets"]
@@ -66,7 +77,8 @@ class PromClient:
 class Prometheus:
     """``prometheus`` on a free loopback port with ``config``, its TSDB under ``root``; ready (``/-/ready``) once constructed."""
 
-    def __init__(self, root: Path, config: Path, port: int | None = None, extra_args: list[str] | None = None):
+    def __init__(self, root: Path, config: Path, port: int | None = None, extra_args: list[str] | None = None,
+                 ready_within: float = 30):
         self.root = root
         self.config = config
         self.port = port or free_port()
@@ -79,7 +91,8 @@ class Prometheus:
         self.url = f"http://127.0.0.1:{self.port}"
         self.client = PromClient(self.url)
         try:
-            wait_for(lambda: urllib.request.urlopen(f"{self.url}/-/ready", timeout=10).read() is not None, 30, what="prometheus ready")
+            wait_for(lambda: urllib.request.urlopen(f"{self.url}/-/ready", timeout=10).read() is not None, ready_within,
+                     what="prometheus ready")
         except AssertionError:
             self.stop()
             raise AssertionError(f"prometheus did not start:\n{self.log.read_text()[-2000:]}") from None
