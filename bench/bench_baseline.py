@@ -16,7 +16,6 @@ Usage: python3 bench/bench_baseline.py [--hosts 2000] [--window 6h] [--prometheu
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
 import statistics
@@ -32,7 +31,7 @@ from fioscope_mixin import names as n  # noqa: E402
 from fioscope_mixin.recording import recording_rules  # noqa: E402
 from fioscope_mixin.settings import load_settings  # noqa: E402
 from fioscope_mixin.units import parse_duration  # noqa: E402
-from helpers.binaries import first_installed  # noqa: E402
+from helpers.binaries import first_installed, run_first  # noqa: E402
 from helpers.prometheus import Prometheus  # noqa: E402
 
 DEVICES = ("vda", "vdb", "md0", "dm-0")  # as bench_fleet's hosts
@@ -115,8 +114,8 @@ def main() -> int:
     print(f"  backfilled in {time.monotonic() - t0:.0f} s: {len([p for p in tsdb.iterdir() if p.is_dir()])} blocks", flush=True)
     config = work / "prometheus.yml"
     config.write_text("global:\n  evaluation_interval: 1m\n")
-    if args.prometheus:  # helpers.prometheus runs the first `prometheus` on PATH
-        os.environ["PATH"] = f"{Path(args.prometheus).resolve().parent}{os.pathsep}{os.environ['PATH']}"
+    if args.prometheus:
+        run_first(Path(args.prometheus))
     server = Prometheus(work, config, extra_args=["--storage.tsdb.retention.time=30d"], ready_within=120)
     server.client.timeout = 300
     try:

@@ -52,6 +52,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the tests' helpers, run from anywhere
 from fioscope_mixin.hosts import host_groups  # noqa: E402
 from fioscope_mixin.units import parse_duration as seconds  # noqa: E402
+from helpers.binaries import run_first  # noqa: E402
 from helpers.dashboard_queries import dashboard_queries, substitute  # noqa: E402
 from helpers.native_stack import NativeStack  # noqa: E402
 from helpers.net import free_port, free_port_block, wait_for  # noqa: E402
@@ -532,7 +533,7 @@ def main() -> int:
     if args.prometheus:
         if not os.access(args.prometheus, os.X_OK):
             parser.error(f"--prometheus {args.prometheus}: not an executable")
-        os.environ["PATH"] = f"{args.prometheus.resolve().parent}{os.pathsep}{os.environ['PATH']}"  # the native stack runs `prometheus`
+        run_first(args.prometheus)
     try:
         sizes = [int(h) for h in args.hosts.split(",")]
         warmup, alert_wait, interval = seconds(args.warmup), seconds(args.alert_wait), seconds(args.interval)

@@ -28,6 +28,7 @@ from fioscope_mixin.alerts import alert_rules  # noqa: E402
 from fioscope_mixin.recording import recording_rules  # noqa: E402
 from fioscope_mixin.settings import SettingsError, duration, load_settings  # noqa: E402
 from fioscope_mixin.units import parse_duration  # noqa: E402
+from helpers.binaries import run_first  # noqa: E402
 from helpers.prometheus import Prometheus  # noqa: E402
 
 
@@ -51,7 +52,7 @@ def main() -> int:
     if args.prometheus:
         if not os.access(args.prometheus, os.X_OK):
             parser.error(f"--prometheus {args.prometheus}: not an executable")
-        os.environ["PATH"] = f"{args.prometheus.resolve().parent}{os.pathsep}{os.environ['PATH']}"  # helpers run `prometheus`
+        run_first(args.prometheus)
     if args.repeat < 1:
         parser.error("--repeat: at least 1")
     try:

@@ -26,6 +26,11 @@ def first_installed(*names: str) -> str:
     raise FileNotFoundError(f"none of {', '.join(names)} is installed")
 
 
+def run_first(binary: Path) -> None:
+    """Put ``binary``'s directory first on PATH: the helpers that start a program by name (``prometheus``) run it."""
+    os.environ["PATH"] = f"{Path(binary).resolve().parent}{os.pathsep}{os.environ['PATH']}"
+
+
 # Prometheus 3 (the Go module v0.316.0), built by scripts/setup.sh into the cache beside Debian's 2.42
 PROMETHEUS3_VERSION = "v0.316.0"
 PROMETHEUS3_DIR = Path(os.environ.get("FIOSCOPE_PROMETHEUS3_CACHE",
