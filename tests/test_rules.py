@@ -259,12 +259,33 @@ def test_detection_scenarios_hold_at_5s_scrapes():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow  # one observing promtool run per line at 1 s resolution, ~25 s each
+def test_detection_scenarios_hold_whatever_the_scrape_phase():
+    """A live host's scrapes keep an offset of their own to the rule groups' evaluations. Scraped 10 s after each
+    evaluation at 15 s, every cap still pages (one evaluation later than in phase: its first loaded scrape is seen
+    then) and the controls stay silent. Fio's window of 20 s held two 15 s scrapes only on hosts scraped less than 5 s
+    before the evaluation: on the others FioscopeDiskThrottledUnderFioLoad never fired."""
+    require("promtool")
+    proc = run([sys.executable, str(ALERTS / "tests" / "scenarios.py"), "--check", "--phase", "10"], timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 @pytest.mark.slow  # one observing promtool run, ~20 s; cause.test.yaml pins its result in the default run
 def test_cause_scenarios_hold():
     """Every slow episode is named by its one cause within two minutes of its onset, never by another, and the
     healthy controls get none (alerts/tests/cause_scenarios.py judges one promtool run; cause.test.yaml pins it)."""
     require("promtool")
     proc = run([sys.executable, str(ALERTS / "tests" / "cause_scenarios.py"), "--check"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.slow  # one observing promtool run per line at 1 s resolution, ~10 s each
+def test_cause_scenarios_hold_whatever_the_scrape_phase():
+    """The cause cases scraped 10 s after each evaluation at 15 s: each episode still named by its one cause (one
+    evaluation later at most), and a write-back cliff onto a capped volume under fio still paged as throttling (with
+    fio's window one scrape long there, it never was)."""
+    require("promtool")
+    proc = run([sys.executable, str(ALERTS / "tests" / "cause_scenarios.py"), "--check", "--phase", "10"], timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -334,7 +334,9 @@ def observe(rules_dir: Path, line: str = "2") -> tuple[Seen, dict[tuple[str, str
     times = list(range(ONSET - 120, END + 1, STEP))
     test = {"rule_files": [str(rules_dir / f) for f in sc.RULE_FILES], "evaluation_interval": f"{STEP}s",
             "group_eval_order": sc.group_order(rules_dir),
-            "tests": [{"interval": f"{STEP}s", "input_series": input_series(),
+            "tests": [{"interval": f"{STEP}s" if not sc.PHASE else "1s",
+                       "input_series": [{**one, "values": sc.phased(one["values"])} for one in input_series()] if sc.PHASE
+                       else input_series(),
                        "promql_expr_test": [{"expr": CAUSE_EXPR, "eval_time": duration(t), "exp_samples": []} for t in times],
                        "alert_rule_test": [{"eval_time": duration(t), "alertname": a, "exp_alerts": []}
                                            for t in times for a in OBSERVED_ALERTS]}]}
@@ -388,7 +390,8 @@ def judge(seen: Seen, alerts) -> tuple[list[Row], list[str]]:
         rows.append(row)
         if case.cause and row.named_after is None:
             problems.append(f"{case.name}: {case.cause} never named")
-        elif case.cause and row.named_after is not None and not 0 <= row.named_after <= NAMED_WITHIN:
+        # scraped sc.PHASE after the evaluations, the episode's first scrape is seen one evaluation later
+        elif case.cause and row.named_after is not None and not 0 <= row.named_after <= NAMED_WITHIN + (STEP if sc.PHASE else 0):
             problems.append(f"{case.name}: {case.cause} named {row.named_after} s after the onset (target 0-{NAMED_WITHIN} s)")
         if others:
             expected = f"expected only {case.cause}" if case.cause else "a healthy control"
@@ -506,7 +509,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if the rules contradict an expectation")
     parser.add_argument("--matrix", action="store_true", help="print each case's cause, seconds to naming and alert")
     parser.add_argument("--rules", type=Path, default=HERE.parent, help="directory with the generated rule files")
+    parser.add_argument("--phase", type=int, default=0, metavar="SECONDS",
+                        help="each scrape this many seconds after an evaluation (only with --check or --matrix): a live "
+                             "host's scrapes keep an offset of their own to the rule groups")
     args = parser.parse_args(argv)
+    if args.phase and not (0 < args.phase < STEP and (args.check or args.matrix)):
+        parser.error(f"--phase {args.phase}: between 1 and {STEP - 1} s, with --check or --matrix")
+    sc.PHASE = args.phase
     failed = False
     for line, out in OUT.items():
         seen, alerts = observe(args.rules, line)

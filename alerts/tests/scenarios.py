@@ -46,6 +46,7 @@ HERE = Path(__file__).resolve().parent
 OUT = {"2": HERE / "detection.test.yaml", "3": HERE / "detection.prometheus3.test.yaml"}
 PROMETHEUS3_DIR = Path.home() / ".cache" / "fioscope" / "prometheus-v0.316.0"  # scripts/setup.sh builds it
 STEP = 15  # seconds per sample (scrape and evaluation interval); --step 5 observes the same scenarios at 5 s scrapes
+PHASE = 0  # seconds from each evaluation to the next scrape (--phase): a host's scrapes keep one offset to the rule groups
 # a cap's first page's target at each scrape interval (issue 25): a minute at 15 s scrapes, half a minute at 5 s
 PAGE_TARGET = {15: 60, 5: 30}
 # promtool evaluates every rule at every step of a test: the minutes are its cost (the default test run runs these)
@@ -632,12 +633,24 @@ def promtool_of(line: str) -> str | None:
     return str(path) if os.access(path, os.X_OK) else None
 
 
+def phased(values: str) -> str:
+    """A series' values (one per STEP) scraped PHASE seconds after each evaluation, at promtool's 1 s interval."""
+    samples: list[str] = []
+    for token in values.split():
+        value, _, repeats = token.partition("x")
+        samples += [value] * (int(repeats) + 1 if repeats else 1)
+    return f"_x{PHASE} " + f" _x{STEP - 1} ".join(samples)
+
+
 def observe(rules_dir: Path, promtool: str) -> dict[tuple[str, str], list[tuple[int, dict]]]:
     """(alert, "host/device") -> [(seconds, annotations)] for every evaluation from the onset on."""
     times = list(range(ONSET - 60, END + RESOLVE + 60 + 1, STEP))
+    series = input_series()
+    if PHASE:
+        series = [{**one, "values": phased(one["values"])} for one in series]
     test = {"rule_files": [str(rules_dir / f) for f in RULE_FILES],
             "evaluation_interval": f"{STEP}s", "group_eval_order": group_order(rules_dir),
-            "tests": [{"interval": f"{STEP}s", "input_series": input_series(),
+            "tests": [{"interval": f"{STEP}s" if not PHASE else "1s", "input_series": series,
                        "alert_rule_test": [{"eval_time": duration(t), "alertname": a, "exp_alerts": []} for t in times for a in WATCHED]}]}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "observe.test.yaml"
@@ -687,12 +700,14 @@ def episode_stats(times: list[int], episode: tuple[int, int]) -> tuple[float | N
 def target(sc: Scenario, alert: str, default: int) -> int:
     """Seconds after onset by which ``alert`` must fire on ``sc`` at this STEP's scrapes (``default`` if no target).
     FioscopeDiskThrottled decides on the any-workload window, which holds window_scrapes scrapes: its target scales
-    with the scrape interval; the other alerts' windows (fio's, the stall's, the queue's) are fixed spans."""
+    with the scrape interval; the other alerts' windows (fio's, the stall's, the queue's) are fixed spans. Scraped
+    PHASE seconds after the evaluations, the load's first scrape is seen one evaluation later: one STEP more."""
     if alert not in sc.within:
         return default
+    late = STEP if PHASE else 0
     if alert == n.ALERT_DISK_THROTTLED:
-        return sc.within[alert] * PAGE_TARGET[STEP] // PAGE_TARGET[15]
-    return sc.within[alert]
+        return sc.within[alert] * PAGE_TARGET[STEP] // PAGE_TARGET[15] + late
+    return sc.within[alert] + late
 
 
 def names(hits: list[tuple[int, dict]], phrase: str) -> bool:
@@ -852,10 +867,11 @@ VALUE_CHECKS = [
      "exp_samples": [{"labels": n.DISK_PHYSICAL_DEVICE + _labels({"host": "h5", "device": "nvme0n1"}), "value": 1}]
      + [{"labels": n.DISK_PHYSICAL_DEVICE + _labels({"host": d.host, "device": d.device}), "value": 1}
         for sc in DEVICE_CLASS_SCENARIOS if n.ALERT_DISK_AT_PHYSICAL_MAXIMUM in sc.expect for d in sc.devices]},
-    # s2's windows: all their scrapes, util saturated in each (every envelope of the window requires it); its busy
+    # s2's windows: all their scrapes and the one half a scrape before (counted over the window and half a scrape, as the
+    # newest may be in flight live), util saturated in each (every envelope of the window requires it); its busy
     # per-scrape rates, what the envelope's windows read
     {"expr": f'{n.DISK_SATURATED_WINDOW_SCRAPES}{{host="s2"}}', "eval_time": VALUE_AT,
-     "exp_samples": [{"labels": n.DISK_SATURATED_WINDOW_SCRAPES + _labels({**_S2, "window": w}), "value": v}
+     "exp_samples": [{"labels": n.DISK_SATURATED_WINDOW_SCRAPES + _labels({**_S2, "window": w}), "value": v + 1}
                      for w, v in (("long", int(_DEFAULTS["windowSamples"])), ("short", int(_DEFAULTS["fioWindowSamples"])))]},
     *[{"expr": f'{name}{{host="s2"}}', "eval_time": VALUE_AT, "exp_samples": [{"labels": f"{name}{_labels(_S2)}", "value": v}]}
       for name, v in ((n.DISK_BUSY_READ_IOPS_IRATE, 700), (n.DISK_BUSY_IOPS_IRATE, 1000),
@@ -987,9 +1003,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step", type=int, choices=sorted(PAGE_TARGET), default=15,
                         help="seconds per scrape and evaluation; other than 15, the rules are generated for it (unless --rules) "
                              "and nothing is written (the committed tests are at 15 s)")
+    parser.add_argument("--phase", type=int, default=0, metavar="SECONDS",
+                        help="each scrape this many seconds after an evaluation (under --step; only with --check or --matrix): "
+                             "a live host's scrapes keep an offset of their own to the rule groups")
     args = parser.parse_args(argv)
-    global STEP
-    STEP = args.step
+    global STEP, PHASE
+    STEP, PHASE = args.step, args.phase
+    if PHASE and not (0 < PHASE < STEP and (args.check or args.matrix)):
+        parser.error(f"--phase {PHASE}: between 1 and {STEP - 1} s, with --check or --matrix")
     if STEP != 15 and not (args.matrix or args.markdown or args.check or args.backup_seeds or args.control_seeds):
         parser.error(f"--step {STEP}: only with --check, --matrix, --markdown or the seed reports (the committed tests are at 15 s)")
     generated = None  # the rules for another scrape interval, removed when main returns

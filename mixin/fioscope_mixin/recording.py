@@ -296,6 +296,8 @@ WINDOWS = [("short", "%(fioWindow)s"), ("long", "%(window)s")]
 # value for up to its range after a scrape gap (range functions skip staleness markers), and one or two samples, or
 # a repeated one, are "flat" by construction
 WINDOW_SAMPLES = {"short": "%(fioWindowSamples)s", "long": "%(windowSamples)s"}
+# ... over the window and half a scrape (the newest may be in flight when the group evaluates: rule.params)
+WINDOW_SCRAPES_RANGE = {"short": "%(fioWindowScrapesRange)s", "long": "%(windowScrapesRange)s"}
 IOPS_RATIO, BYTES_RATIO = n.DISK_ENVELOPE_IOPS_RATIO, n.DISK_ENVELOPE_BYTES_RATIO
 ENVELOPE = n.DISK_ENVELOPE_RATIO
 REQUEST_SIZE = n.DISK_REQUEST_SIZE_BYTES_IRATE
@@ -348,7 +350,7 @@ def saturated_window(window_name: str, window: str) -> Record:
     """The window holds the scrapes its tests need and util is saturated in all but off_ceiling_share of them: once per
     window (every direction's envelope requires it; each tested it again, over every device)."""
     return Record(SATURATED_WINDOW, (
-        f"count_over_time({columns.SERIES['r/s']}{{%(diskSelector)s}}[{window}]) >= {WINDOW_SAMPLES[window_name]}\n"
+        f"count_over_time({columns.SERIES['r/s']}{{%(diskSelector)s}}[{WINDOW_SCRAPES_RANGE[window_name]}]) >= {WINDOW_SAMPLES[window_name]}\n"
         f"and {ON} quantile_over_time(%(throttle_off_ceiling_share)s, fioscope:disk_util_ratio:irate[{window}]) >= %(throttle_util_min_ratio)s"),
         labels=(("window", window_name),))
 

@@ -38,9 +38,14 @@ def params(s: dict) -> dict[str, str]:
     thr = t["throttle"]
     scrape = duration(s, "stack", "scrape_interval")
     # the envelope's windows hold window_scrapes scrapes at most (1m at 15 s scrapes, 20 s at 5 s: fast at any interval)
-    # and decide nothing until they hold the scrapes their tests need (after a scrape gap, a restart, a new target)
-    fio_window = duration(s, "thresholds", "throttle", "fio_window")
+    # and decide nothing until they hold the scrapes their tests need (after a scrape gap, a restart, a new target).
+    # Each is at least as long as those scrapes: fio's 20 s held two 15 s scrapes only on a host scraped less than 5 s
+    # before the rules evaluate, a third of the hosts, always the same third (the others never paged under fio)
+    fio_samples = max(2, int(duration(s, "thresholds", "throttle", "fio_window") / scrape + 1e-9))
+    fio_window = max(duration(s, "thresholds", "throttle", "fio_window"), fio_samples * scrape)
     window = min(duration(s, "thresholds", "throttle", "window"), thr["window_scrapes"] * scrape)
+    samples = max(3, int(window / scrape + 1e-9))
+    window = max(window, samples * scrape)
     cluster = sel["cluster_label"]
     for keys in (("thresholds", "throttle", "step_down_lookback"), ("thresholds", "write_cliff_window")):
         if duration(s, *keys) < parse_duration(MAXIMA_RANGE):
@@ -74,8 +79,14 @@ def params(s: dict) -> dict[str, str]:
         # a fio job's throttling page covers its device this long after fio's end (its keep_firing_for, at least the window)
         "fioPageSpan": left_open(max(window, duration(s, "thresholds", "disk_keep_firing_for"))),
         # the per-scrape samples a window must hold before its flatness or envelope test decides (two under fio at 15 s)
-        "fioWindowSamples": fmt(max(2, int(fio_window / scrape + 1e-9))),
-        "windowSamples": fmt(max(3, int(window / scrape + 1e-9))),
+        "fioWindowSamples": fmt(fio_samples),
+        "windowSamples": fmt(samples),
+        # the range those scrapes are counted over: the window and half a scrape. A sample is stamped with its
+        # scrape's start and stored at its end, so a group that evaluates while a scrape is in flight does not see
+        # its newest sample yet; over the window alone it then counted one scrape short, on every evaluation of a
+        # host whose scrapes end after the group's turn (a lab disk capped at 700 IOPS was never flagged)
+        "fioWindowScrapesRange": f"{round((fio_window + scrape / 2) * 1000)}ms",
+        "windowScrapesRange": f"{round((window + scrape / 2) * 1000)}ms",
         "baselineInterval": thr["baseline_interval"],
         "baselineMedianInterval": thr["baseline_median_interval"],
         # the span a baseline sample's util is judged over: its averaged interval (the one before the last) of

@@ -33,6 +33,7 @@ E2E_SETTINGS = [
     "durations.throttled_fio=10s", "durations.throttled=20s",
     "durations.fsync=0s", "durations.etcd_fsync=10s", "thresholds.etcd_window=30s",
     "stack.alertmanager_group_interval=5s", "thresholds.throttle.baseline_interval=20s",
+    "thresholds.throttle.baseline_median_interval=20s",
 ]
 THROTTLE = ("FioscopeDiskThrottledUnderFioLoad", "FioscopeDiskThrottled")
 LAB_LOCK = Path("/tmp/fioscope-lab.lock")

@@ -43,9 +43,11 @@ from helpers.net import wait_for
 from helpers.prometheus import PromClient
 from helpers.results import config_with_targets
 
-# every stack: the default windows and `for:` durations, the device's normal from 20 s averages (a fresh stack learns it
-# sooner), Alertmanager regrouping every 5 s; the step-down lookback shorter (the burst allowance is a minute, not hours)
+# every stack: the default windows and `for:` durations, the device's normal from 20 s averages recomputed every 20 s
+# (a fresh stack learns it sooner), Alertmanager regrouping every 5 s; the step-down lookback shorter (the burst
+# allowance is a minute, not hours)
 STACK_SETTINGS = ["stack.rate_window=1m", "stack.alertmanager_group_interval=5s", "thresholds.throttle.baseline_interval=20s",
+                  "thresholds.throttle.baseline_median_interval=20s",
                   "thresholds.throttle.step_down_lookback=3m"]
 LEARN_TIMEOUT = 240
 
