@@ -332,11 +332,10 @@ def observe(rules_dir: Path, line: str = "2") -> tuple[Seen, dict[tuple[str, str
     if not promtool:
         raise SystemExit(f"cause_scenarios.py: promtool of Prometheus {sc.LINE_NAMES[line]} is not installed")
     times = list(range(ONSET - 120, END + 1, STEP))
+    interval, series = sc.phased(input_series())
     test = {"rule_files": [str(rules_dir / f) for f in sc.RULE_FILES], "evaluation_interval": f"{STEP}s",
             "group_eval_order": sc.group_order(rules_dir),
-            "tests": [{"interval": f"{STEP}s" if not sc.PHASE else "1s",
-                       "input_series": [{**one, "values": sc.phased(one["values"])} for one in input_series()] if sc.PHASE
-                       else input_series(),
+            "tests": [{"interval": interval, "input_series": series,
                        "promql_expr_test": [{"expr": CAUSE_EXPR, "eval_time": duration(t), "exp_samples": []} for t in times],
                        "alert_rule_test": [{"eval_time": duration(t), "alertname": a, "exp_alerts": []}
                                            for t in times for a in OBSERVED_ALERTS]}]}
@@ -509,13 +508,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if the rules contradict an expectation")
     parser.add_argument("--matrix", action="store_true", help="print each case's cause, seconds to naming and alert")
     parser.add_argument("--rules", type=Path, default=HERE.parent, help="directory with the generated rule files")
-    parser.add_argument("--phase", type=int, default=0, metavar="SECONDS",
-                        help="each scrape this many seconds after an evaluation (only with --check or --matrix): a live "
-                             "host's scrapes keep an offset of their own to the rule groups")
+    sc.add_phase_argument(parser)
     args = parser.parse_args(argv)
-    if args.phase and not (0 < args.phase < STEP and (args.check or args.matrix)):
-        parser.error(f"--phase {args.phase}: between 1 and {STEP - 1} s, with --check or --matrix")
-    sc.PHASE = args.phase
+    sc.set_phase(parser, args)
     failed = False
     for line, out in OUT.items():
         seen, alerts = observe(args.rules, line)

@@ -633,24 +633,42 @@ def promtool_of(line: str) -> str | None:
     return str(path) if os.access(path, os.X_OK) else None
 
 
-def phased(values: str) -> str:
-    """A series' values (one per STEP) scraped PHASE seconds after each evaluation, at promtool's 1 s interval."""
-    samples: list[str] = []
-    for token in values.split():
-        value, _, repeats = token.partition("x")
-        samples += [value] * (int(repeats) + 1 if repeats else 1)
-    return f"_x{PHASE} " + f" _x{STEP - 1} ".join(samples)
+def phased(series: list[dict]) -> tuple[str, list[dict]]:
+    """promtool's input interval and ``series`` (values one per STEP) scraped PHASE seconds after each evaluation: at
+    a 1 s interval, each value PHASE seconds into its step (unchanged at PHASE 0)."""
+    if not PHASE:
+        return f"{STEP}s", series
+
+    def values(text: str) -> str:
+        samples: list[str] = []
+        for token in text.split():
+            value, _, repeats = token.partition("x")
+            samples += [value] * (int(repeats) + 1 if repeats else 1)
+        return f"_x{PHASE} " + f" _x{STEP - 1} ".join(samples)
+    return "1s", [{**one, "values": values(one["values"])} for one in series]
+
+
+def add_phase_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--phase", type=int, default=0, metavar="SECONDS",
+                        help="each scrape this many seconds after an evaluation (under --step; only with --check or --matrix): "
+                             "a live host's scrapes keep an offset of their own to the rule groups")
+
+
+def set_phase(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """PHASE from --phase: 1 to STEP - 1 seconds, only where the result is judged or printed (never written)."""
+    global PHASE
+    if args.phase and not (0 < args.phase < STEP and (args.check or args.matrix)):
+        parser.error(f"--phase {args.phase}: between 1 and {STEP - 1} s, with --check or --matrix")
+    PHASE = args.phase
 
 
 def observe(rules_dir: Path, promtool: str) -> dict[tuple[str, str], list[tuple[int, dict]]]:
     """(alert, "host/device") -> [(seconds, annotations)] for every evaluation from the onset on."""
     times = list(range(ONSET - 60, END + RESOLVE + 60 + 1, STEP))
-    series = input_series()
-    if PHASE:
-        series = [{**one, "values": phased(one["values"])} for one in series]
+    interval, series = phased(input_series())
     test = {"rule_files": [str(rules_dir / f) for f in RULE_FILES],
             "evaluation_interval": f"{STEP}s", "group_eval_order": group_order(rules_dir),
-            "tests": [{"interval": f"{STEP}s" if not PHASE else "1s", "input_series": series,
+            "tests": [{"interval": interval, "input_series": series,
                        "alert_rule_test": [{"eval_time": duration(t), "alertname": a, "exp_alerts": []} for t in times for a in WATCHED]}]}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "observe.test.yaml"
@@ -1003,14 +1021,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step", type=int, choices=sorted(PAGE_TARGET), default=15,
                         help="seconds per scrape and evaluation; other than 15, the rules are generated for it (unless --rules) "
                              "and nothing is written (the committed tests are at 15 s)")
-    parser.add_argument("--phase", type=int, default=0, metavar="SECONDS",
-                        help="each scrape this many seconds after an evaluation (under --step; only with --check or --matrix): "
-                             "a live host's scrapes keep an offset of their own to the rule groups")
+    add_phase_argument(parser)
     args = parser.parse_args(argv)
-    global STEP, PHASE
-    STEP, PHASE = args.step, args.phase
-    if PHASE and not (0 < PHASE < STEP and (args.check or args.matrix)):
-        parser.error(f"--phase {PHASE}: between 1 and {STEP - 1} s, with --check or --matrix")
+    global STEP
+    STEP = args.step
+    set_phase(parser, args)
     if STEP != 15 and not (args.matrix or args.markdown or args.check or args.backup_seeds or args.control_seeds):
         parser.error(f"--step {STEP}: only with --check, --matrix, --markdown or the seed reports (the committed tests are at 15 s)")
     generated = None  # the rules for another scrape interval, removed when main returns
