@@ -41,11 +41,12 @@ def params(s: dict) -> dict[str, str]:
     # and decide nothing until they hold the scrapes their tests need (after a scrape gap, a restart, a new target).
     # Each is at least as long as those scrapes: fio's 20 s held two 15 s scrapes only on a host scraped less than 5 s
     # before the rules evaluate, a third of the hosts, always the same third (the others never paged under fio)
-    fio_samples = max(2, int(duration(s, "thresholds", "throttle", "fio_window") / scrape + 1e-9))
-    fio_window = max(duration(s, "thresholds", "throttle", "fio_window"), fio_samples * scrape)
-    window = min(duration(s, "thresholds", "throttle", "window"), thr["window_scrapes"] * scrape)
-    samples = max(3, int(window / scrape + 1e-9))
-    window = max(window, samples * scrape)
+    def scraped(seconds: float, least: int) -> tuple[int, float]:
+        """(the scrapes a window of ``seconds`` must hold, at least ``least``; the window, at least that long)"""
+        samples = max(least, int(seconds / scrape + 1e-9))
+        return samples, max(seconds, samples * scrape)
+    fio_samples, fio_window = scraped(duration(s, "thresholds", "throttle", "fio_window"), 2)
+    samples, window = scraped(min(duration(s, "thresholds", "throttle", "window"), thr["window_scrapes"] * scrape), 3)
     cluster = sel["cluster_label"]
     for keys in (("thresholds", "throttle", "step_down_lookback"), ("thresholds", "write_cliff_window")):
         if duration(s, *keys) < parse_duration(MAXIMA_RANGE):

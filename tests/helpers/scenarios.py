@@ -25,6 +25,7 @@ from pathlib import Path
 from fioscope_mixin.units import parse_duration
 
 from helpers.lab import (
+    LEARN_FAST,
     Webhook,
     e2e_overrides,
     fio_in_cgroup,
@@ -43,11 +44,9 @@ from helpers.net import wait_for
 from helpers.prometheus import PromClient
 from helpers.results import config_with_targets
 
-# every stack: the default windows and `for:` durations, the device's normal from 20 s averages recomputed every 20 s
-# (a fresh stack learns it sooner), Alertmanager regrouping every 5 s; the step-down lookback shorter (the burst
-# allowance is a minute, not hours)
-STACK_SETTINGS = ["stack.rate_window=1m", "stack.alertmanager_group_interval=5s", "thresholds.throttle.baseline_interval=20s",
-                  "thresholds.throttle.baseline_median_interval=20s",
+# every stack: the default windows and `for:` durations, the device's normal learnt fast (LEARN_FAST), Alertmanager
+# regrouping every 5 s; the step-down lookback shorter (the burst allowance is a minute, not hours)
+STACK_SETTINGS = ["stack.rate_window=1m", "stack.alertmanager_group_interval=5s", *LEARN_FAST,
                   "thresholds.throttle.step_down_lookback=3m"]
 LEARN_TIMEOUT = 240
 
