@@ -183,6 +183,18 @@ def test_bad_override_is_refused(tmp_path):
     assert proc.returncode != 0 and "expected key.path=value" in proc.stderr
 
 
+def test_dashboards_without_the_generate_extra_are_one_line_naming_it(tmp_path):
+    """`pip install ./mixin` without [generate] has no dashboard SDK: generating the dashboards says which extra, no
+    traceback; the rules still generate (the SDK hidden from the import system here)."""
+    hide = ("import sys, runpy; sys.modules['grafana_foundation_sdk'] = None; sys.argv = ['fioscope_mixin', *sys.argv[1:]]; "
+            "runpy.run_module('fioscope_mixin', run_name='__main__')")
+    proc = run([sys.executable, "-c", hide, "generate", "--out", str(tmp_path)])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "fioscope-mixin[generate]" in proc.stderr, proc.stderr
+    proc = run([sys.executable, "-c", hide, "generate", "--out", str(tmp_path), "--only", "prometheus"])
+    assert proc.returncode == 0 and (tmp_path / "alerts" / "alerts.rules.yaml").is_file(), proc.stderr
+
+
 def test_lookback_shorter_than_its_maxima_is_refused(tmp_path):
     """The step-down's and the write-back cliff's peaks are read from two-minute maxima: a shorter lookback is an error
     naming the key."""

@@ -49,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"fioscope_mixin: {exc}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:  # the dashboards' SDK: only the generate extra installs it
+        print(f"fioscope_mixin: the dashboards (and the Kubernetes objects that carry them) need {exc.name} "
+              "(pip install 'fioscope-mixin[generate]'), or generate the Prometheus files alone with --only prometheus",
+              file=sys.stderr)
+        return 2
     return write_or_check({root / rel: text for rel, text in files.items()}, args.check or args.command == "check")
 
 
