@@ -221,6 +221,27 @@ def test_each_normal_is_a_group_of_its_own_recomputed_within_the_lookback(tmp_pa
         [n.DISK_AWAIT_BASELINE_SECONDS, n.DISK_READ_AWAIT_BASELINE_SECONDS, n.DISK_WRITE_AWAIT_BASELINE_SECONDS])
     assert [(g["interval"], len(g["rules"])) for g in medians] == [("4m", 1)] * 3
 
+def test_the_dashboards_columns_run_every_columns_interval_and_nothing_else_moves(tmp_path):
+    """thresholds.columns_interval (a fleet's 1m) puts the iostat columns, merges and avg-cpu groups, which only the
+    dashboards and the cause's steal test read, on that interval and leaves every other group as it was; an interval
+    Prometheus's 5m lookback would not bridge is an error naming the key."""
+    proc = run(GENERATE + ["--out", str(tmp_path / "fleet"), "--set", "thresholds.columns_interval=1m"])
+    assert proc.returncode == 0, proc.stderr
+    default = run(GENERATE + ["--out", str(tmp_path / "default")])
+    assert default.returncode == 0, default.stderr
+    fleet, every = ({g["name"]: g for g in yaml.safe_load((tmp_path / d / "alerts" / "recording.rules.yaml").read_text())["groups"]}
+                    for d in ("fleet", "default"))
+    columns = {"fioscope-iostat-columns", "fioscope-iostat-merges", "fioscope-cpu"}
+    assert {name: g.get("interval") for name, g in fleet.items() if name in columns} == dict.fromkeys(columns, "1m")
+    assert all("interval" not in every[name] for name in columns)
+    assert {name: g for name, g in fleet.items() if name not in columns} == {
+        name: g for name, g in every.items() if name not in columns}
+    assert [fleet[name]["rules"] for name in sorted(columns)] == [every[name]["rules"] for name in sorted(columns)]
+    proc = run(GENERATE + ["--out", str(tmp_path / "late"), "--set", "thresholds.columns_interval=5m"])
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "thresholds.columns_interval: under 5m" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_unknown_or_misplaced_override_names_the_key(tmp_path):
     """A typo is an error naming the key and the closest valid one; a path through a value is refused, no traceback."""
     proc = run(GENERATE + ["--out", str(tmp_path), "--set", "durations.throtled_fio=10s"])

@@ -51,9 +51,10 @@ def params(s: dict) -> dict[str, str]:
     for keys in (("thresholds", "throttle", "step_down_lookback"), ("thresholds", "write_cliff_window")):
         if duration(s, *keys) < parse_duration(MAXIMA_RANGE):
             raise SettingsError(f"{'.'.join(keys)}: at least {MAXIMA_RANGE} (its peaks are read from the rates' {MAXIMA_RANGE} maxima)")
-    if duration(s, "thresholds", "throttle", "baseline_median_interval") >= parse_duration(LOOKBACK_DELTA):
-        raise SettingsError(f"thresholds.throttle.baseline_median_interval: under {LOOKBACK_DELTA} (a normal read later than "
-                            f"Prometheus's {LOOKBACK_DELTA} lookback lapses between two evaluations)")
+    for keys in (("thresholds", "throttle", "baseline_median_interval"), ("thresholds", "columns_interval")):
+        if duration(s, *keys) >= parse_duration(LOOKBACK_DELTA):
+            raise SettingsError(f"{'.'.join(keys)}: under {LOOKBACK_DELTA} (a record read later than Prometheus's "
+                                f"{LOOKBACK_DELTA} lookback lapses between two evaluations)")
     # first in every on (...) / by (...) list: "" or "cluster, " (node-mixin's clusterLabel)
     cluster_labels = f"{cluster}, " if cluster else ""
     p = {
@@ -90,6 +91,8 @@ def params(s: dict) -> dict[str, str]:
         "windowScrapesRange": f"{round((window + scrape / 2) * 1000)}ms",
         "baselineInterval": thr["baseline_interval"],
         "baselineMedianInterval": thr["baseline_median_interval"],
+        # "" (0s): every evaluation, as the other groups
+        "columnsInterval": t["columns_interval"] if duration(s, "thresholds", "columns_interval") else "",
         # the span a baseline sample's util is judged over: its averaged interval (the one before the last) of
         # rate-window averages (each reaching rateWindow back), and every scrape since
         "baselineUtilLookback":
