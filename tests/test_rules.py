@@ -221,6 +221,7 @@ def test_each_normal_is_a_group_of_its_own_recomputed_within_the_lookback(tmp_pa
         [n.DISK_AWAIT_BASELINE_SECONDS, n.DISK_READ_AWAIT_BASELINE_SECONDS, n.DISK_WRITE_AWAIT_BASELINE_SECONDS])
     assert [(g["interval"], len(g["rules"])) for g in medians] == [("4m", 1)] * 3
 
+
 def test_the_dashboards_columns_run_every_columns_interval_and_nothing_else_moves(tmp_path):
     """thresholds.columns_interval (a fleet's 1m) puts the iostat columns, merges and avg-cpu groups, which only the
     dashboards and the cause's steal test read, on that interval and leaves every other group as it was; an interval

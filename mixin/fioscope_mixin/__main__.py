@@ -33,6 +33,9 @@ def render(settings: dict, parts: tuple[str, ...] = PARTS) -> dict[str, str]:
     return files
 
 
+DASHBOARD_SDK = "grafana_foundation_sdk"  # the generate extra's one package (mixin/pyproject.toml)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m fioscope_mixin", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("command", choices=("generate", "check"), help="check = generate --check")
@@ -50,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fioscope_mixin: {exc}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:  # the dashboards' SDK: only the generate extra installs it
+        if (exc.name or "").partition(".")[0] != DASHBOARD_SDK:
+            raise  # any other missing module is a broken install, not a missing extra
         print(f"fioscope_mixin: the dashboards (and the Kubernetes objects that carry them) need {exc.name} "
               "(pip install 'fioscope-mixin[generate]'), or generate the Prometheus files alone with --only prometheus",
               file=sys.stderr)
