@@ -162,6 +162,11 @@ class FleetServer:
         capped = self.capped
 
         class Handler(BaseHTTPRequestHandler):
+            # keep-alive, as node_exporter's Go server: at HTTP/1.0 Prometheus dialled a new connection for every
+            # scrape, 270 a second at 2,000 hosts, a twentieth of its CPU (a CPU profile) that no real fleet costs it
+            protocol_version = "HTTP/1.1"
+            timeout = 120  # an idle connection's thread ends (Prometheus scrapes each target every 15 s)
+
             def do_GET(self):
                 _, host, kind = (self.path.split("?")[0].split("/") + ["", "", ""])[:3]
                 body = (node_exposition(host, time.time(), capped.get(host)) if kind == "node"

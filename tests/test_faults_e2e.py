@@ -44,7 +44,7 @@ def test_prometheus_restarted_during_a_run(tmp_path):
         time.sleep(10)
         log = (stack.data_dir / "logs" / "prometheus.log").open("a")
         stack.procs["prometheus"] = subprocess.Popen(stack.commands()["prometheus"], stdout=log, stderr=subprocess.STDOUT,
-                                                     cwd=stack.data_dir, start_new_session=True)
+                                                     cwd=stack.working_dir("prometheus"), start_new_session=True)
         stack._wait_healthy("prometheus", 60)
         healthy_after = time.time() - down_at
         try:

@@ -107,10 +107,10 @@ class NativeStack:
 
     def shard_commands(self) -> dict[str, list[str]]:
         """Shard i's Prometheus and Thanos sidecar, and Thanos Query over the sidecars."""
-        d, config, out = self.data_dir, self.root / "provisioning" / "prometheus", {}
+        d, out = self.data_dir, {}
         thanos = self.thanos()
         for i in range(self.shards):
-            out[f"prometheus-{i}"] = [binary("prometheus"), f"--config.file={config / f'prometheus-shard-{i}.yml'}",
+            out[f"prometheus-{i}"] = [binary("prometheus"), f"--config.file=prometheus-shard-{i}.yml",
                                       f"--storage.tsdb.path={d / f'prometheus-{i}'}",
                                       f"--web.listen-address={self.shard_address('prometheus', i)}", *self.prometheus_flags()]
         for i in range(self.shards):
@@ -127,7 +127,7 @@ class NativeStack:
     def commands(self) -> dict[str, list[str]]:
         d = self.data_dir
         prometheus_cmd = {
-            "prometheus": [binary("prometheus"), f"--config.file={self.root / 'provisioning' / 'prometheus' / 'prometheus.yml'}",
+            "prometheus": [binary("prometheus"), "--config.file=prometheus.yml",
                            f"--storage.tsdb.path={d / 'prometheus'}", f"--web.listen-address={self.address('prometheus')}",
                            *self.prometheus_flags()],
         } if self.shards == 1 else self.shard_commands()
@@ -142,6 +142,12 @@ class NativeStack:
                          f"--web.listen-address={self.address('fioscope')}"],
             **prometheus_cmd,
         }
+
+    def working_dir(self, name: str) -> Path:
+        """Prometheus runs in its config's directory, named by a relative --config.file: it then reads the rule files
+        as ../../alerts/*.rules.yaml wherever the stack lives, the path placed rule groups are named for
+        (fioscope_mixin.placement.RULE_FILES); everything else in the data directory."""
+        return self.root / "provisioning" / "prometheus" if name.startswith("prometheus") else self.data_dir
 
     def health_urls(self) -> dict[str, str]:
         shards = {} if self.shards == 1 else {
@@ -162,7 +168,7 @@ class NativeStack:
                 if name in self.without:
                     continue
                 self.procs[name] = subprocess.Popen(cmd, stdout=(logs / f"{name}.log").open("w"), stderr=subprocess.STDOUT,
-                                                    env=env, cwd=self.data_dir, start_new_session=True)
+                                                    env=env, cwd=self.working_dir(name), start_new_session=True)
                 self._wait_healthy(name, timeout)
         except BaseException:
             self.stop()

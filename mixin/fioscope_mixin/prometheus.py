@@ -12,7 +12,9 @@ The same files serve compose.yaml and the native stack (fioscope_mixin.native).
 from __future__ import annotations
 
 from fioscope_mixin.alerts import alert_rules
+from fioscope_mixin.placement import placed
 from fioscope_mixin.recording import recording_rules
+from fioscope_mixin.settings import SettingsError
 from fioscope_mixin.stack import alertmanager_config, fleet_datasource, prometheus_config, shard_configs
 from fioscope_mixin.yamlfile import dump_yaml
 
@@ -25,11 +27,21 @@ def rule_groups(settings: dict) -> dict[str, list[dict]]:
     return {"alerts/recording.rules.yaml": recording_rules(settings)["groups"], "alerts/alerts.rules.yaml": alert_rules(settings)["groups"]}
 
 
+def deployed_rule_groups(settings: dict) -> dict[str, list[dict]]:
+    """The groups of each rule file as Prometheus loads them: with stack.place_rule_groups, renamed so that
+    Prometheus 3 starts each at its point of the interval (fioscope_mixin.placement)."""
+    groups = rule_groups(settings)
+    place = settings["stack"]["place_rule_groups"]
+    if not isinstance(place, bool):
+        raise SettingsError(f"stack.place_rule_groups: expected true or false, got {place!r}")
+    return placed(groups, settings["stack"]["evaluation_interval"]) if place else groups
+
+
 def render(settings: dict) -> dict[str, str]:
     """{path relative to the repository: text} of every file above, for ``settings``."""
+    groups = deployed_rule_groups(settings)
     return {
-        "alerts/recording.rules.yaml": HEADER + dump_yaml(recording_rules(settings)),
-        "alerts/alerts.rules.yaml": HEADER + dump_yaml(alert_rules(settings)),
+        **{path: HEADER + dump_yaml({"groups": groups[path]}) for path in RULE_FILES},
         "provisioning/prometheus/prometheus.yml": HEADER + dump_yaml(prometheus_config(settings)),
         "provisioning/alertmanager/alertmanager.yml": HEADER + dump_yaml(alertmanager_config(settings)),
         "provisioning/grafana-fleet/datasources/prometheus.yaml": HEADER + dump_yaml(fleet_datasource(settings)),

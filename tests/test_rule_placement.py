@@ -1,0 +1,82 @@
+"""stack.place_rule_groups: the rule groups named so that a real Prometheus 3 starts each at its planned point."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+
+import pytest
+import yaml
+from fioscope_mixin import prometheus
+from fioscope_mixin.native import NativeStack
+from fioscope_mixin.placement import CHAIN_COST_MS, RULE_FILES, group_offset, placement_points
+from fioscope_mixin.settings import load_settings
+from helpers.binaries import require_prometheus
+from helpers.net import free_port, wait_for
+from helpers.prometheus import PromClient
+
+FLEET = ["thresholds.columns_interval=1m", "stack.concurrent_rule_eval=true"]
+
+
+def phase(last_evaluation: str, interval: float) -> float:
+    """Seconds after a multiple of ``interval`` of a group's lastEvaluation (RFC 3339, UTC, ns)."""
+    seconds, _, fraction = last_evaluation.rstrip("Z").partition(".")
+    at = datetime.fromisoformat(seconds + "+00:00").timestamp() + float(f"0.{fraction or 0}")
+    return at % interval
+
+
+def test_prometheus_3_starts_each_placed_group_at_its_point_in_the_order_the_records_flow(tmp_path, monkeypatch):
+    """With stack.place_rule_groups, a real Prometheus 3 of the native stack starts every group of the evaluation
+    interval at the point planned for it (within 0.05 s), which is its hash's: Prometheus reads the rule files by the
+    path the names were chosen for. The points follow the records (iostat's rates, the envelope, the causes, the
+    sustained alerts), each group's share of the interval in proportion to its cost; the groups of a minute have a
+    slot of their own. Without the setting the names are the committed ones."""
+    prometheus_3 = require_prometheus("prometheus", "3")
+    overrides = [*FLEET, "stack.place_rule_groups=true"]
+    files = prometheus.deployed_rule_groups(load_settings(overrides))
+    plain = prometheus.rule_groups(load_settings(FLEET))
+    points = placement_points(plain, "15s")
+    names = {g["name"].rsplit("-", 1)[0]: g["name"] for gs in files.values() for g in gs if g["name"] not in
+             {p["name"] for ps in plain.values() for p in ps}}
+    assert set(names) == set(points) == set(CHAIN_COST_MS)  # every group but the 5 s pages' is placed
+    chain = sorted((point, name) for name, (every, point) in points.items() if every == 15)
+    assert [name for _, name in chain][:5] == ["fioscope-iostat", "fioscope-iostat-bytes", "fioscope-iostat-util",
+                                               "fioscope-iostat-irate", "fioscope-envelope"]
+    assert [name for _, name in chain][-3:] == ["fioscope-cause-conditions", "fioscope-cause", "fioscope-alerts-sustained"]
+    gaps = [(b - a, name) for (a, name), (b, _) in zip(chain, chain[1:])]
+    # each group has a share of the interval (15 s for the chain's 6.7 s of costs: 2.2 ms a ms) before the next starts
+    assert min(gap / CHAIN_COST_MS[name] for gap, name in gaps) > 2e-3
+    for file, gs in files.items():
+        for g in gs:
+            if g["name"] in names.values():
+                every, point = points[g["name"].rsplit("-", 1)[0]]
+                miss = (group_offset(g["name"], RULE_FILES[file], every) - point) % every
+                assert min(miss, every - miss) <= 0.05, g["name"]
+
+    monkeypatch.setenv("PATH", f"{os.path.dirname(prometheus_3)}{os.pathsep}{os.environ['PATH']}")
+    stack = NativeStack(tmp_path / "stack", [*overrides, f"stack.ports.prometheus={free_port()}"],
+                        without=("node_exporter", "alertmanager", "fioscope"))
+    assert stack.commands()["prometheus"][0] == prometheus_3
+    stack.start()
+    try:
+        client = PromClient(stack.url("prometheus"))
+
+        def evaluated() -> list[dict] | None:
+            groups = [g for g in client.rules() if g["interval"] == 15]
+            return groups if all(g["lastEvaluation"] > "2000" for g in groups) else None
+
+        groups = wait_for(evaluated, 45, what="every rule group of the evaluation interval evaluated once")
+        seen = {g["name"]: phase(g["lastEvaluation"], 15) for g in groups}
+        for base, (every, point) in points.items():
+            if every == 15:
+                miss = (seen[names[base]] - point) % 15
+                assert min(miss, 15 - miss) <= 0.05, (names[base], seen[names[base]], point)
+    finally:
+        stack.stop()
+    default = yaml.safe_load(prometheus.render(load_settings())["alerts/recording.rules.yaml"])
+    assert default["groups"][0]["name"] == "fioscope-iostat"
+
+
+def test_a_setting_that_is_not_true_or_false_is_refused_in_one_line(tmp_path):
+    with pytest.raises(SystemExit, match="^native stack: stack.place_rule_groups: expected true or false, got 'maybe'$"):
+        NativeStack(tmp_path / "bad", ["stack.place_rule_groups=maybe"])
