@@ -7,6 +7,9 @@ rule files hold exactly these names, so a rule added or renamed without this mod
 
 from __future__ import annotations
 
+# ---- the rule files, relative to the repository (and to a native stack's generated config root)
+RULE_FILES = ("alerts/recording.rules.yaml", "alerts/alerts.rules.yaml")
+
 # ---- recorded series: iostat -x columns per device (docs/metrics.md)
 DISK_READ_IOPS = "fioscope:disk_read_iops"
 DISK_WRITE_IOPS = "fioscope:disk_write_iops"

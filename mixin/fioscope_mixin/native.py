@@ -146,7 +146,7 @@ class NativeStack:
     def working_dir(self, name: str) -> Path:
         """Prometheus runs in its config's directory, named by a relative --config.file: it then reads the rule files
         as ../../alerts/*.rules.yaml wherever the stack lives, the path placed rule groups are named for
-        (fioscope_mixin.placement.RULE_FILES); everything else in the data directory."""
+        (fioscope_mixin.stack.rule_file_path); everything else in the data directory."""
         return self.root / "provisioning" / "prometheus" if name.startswith("prometheus") else self.data_dir
 
     def health_urls(self) -> dict[str, str]:

@@ -12,18 +12,16 @@ sustained alerts), each with a share of the interval in proportion to its cost, 
 is named ``<name>-<n>``: the first n whose hash lands within TOLERANCE of its point.
 
 The file is part of the hash, so the placement holds where Prometheus reads the rule files by the path the
-generator assumes, RULE_FILES: relative to the directory of its prometheus.yml, Prometheus started there with a
+generator assumes, fioscope_mixin.stack.rule_file_path: relative to the directory of its prometheus.yml, Prometheus started there with a
 relative --config.file (the native stack does, fioscope_mixin.native). Elsewhere (the Prometheus Operator names its
 own files) the names are only names, and the groups start where their hash says, as without placement.
 """
 
 from __future__ import annotations
 
+from fioscope_mixin.stack import rule_file_path
 from fioscope_mixin.units import parse_duration
 
-# the rule files as prometheus.yml names them and Prometheus, started in its directory, sees them
-RULE_FILES = {"alerts/recording.rules.yaml": "../../alerts/recording.rules.yaml",
-              "alerts/alerts.rules.yaml": "../../alerts/alerts.rules.yaml"}
 # the groups of the evaluation interval in the order their records flow, and what one evaluation costs a core at
 # 2,000 hosts x 4 devices, uncontended, in ms (bench/bench_rule_cost.py on a bench_fleet.py run's data): a group's
 # share of the interval. LONG_SLOT_AFTER is where the groups of longer intervals go (the light part of the chain).
@@ -91,6 +89,12 @@ def _uvarint(n: int) -> bytes:
     return bytes(out + bytes([n]))
 
 
+def phase_miss(at_s: float, point_s: float, interval_s: float) -> float:
+    """How far ``at_s`` is from ``point_s``, both seconds into an interval of ``interval_s`` (it wraps round)."""
+    miss = (at_s - point_s) % interval_s
+    return min(miss, interval_s - miss)
+
+
 def group_offset(name: str, file: str, interval_s: float) -> float:
     """Seconds after each multiple of ``interval_s`` at which Prometheus 3 starts the group ``name`` of ``file``."""
     data = b"".join(_uvarint(len(s)) + s for s in (b"file", file.encode(), b"name", name.encode()))
@@ -102,8 +106,7 @@ def _named_at(name: str, file: str, interval_s: float, point_s: float) -> str:
     n = 0
     while True:
         candidate = f"{name}-{n}"
-        miss = (group_offset(candidate, file, interval_s) - point_s) % interval_s
-        if min(miss, interval_s - miss) <= TOLERANCE_S:
+        if phase_miss(group_offset(candidate, file, interval_s), point_s, interval_s) <= TOLERANCE_S:
             return candidate
         n += 1
 
@@ -146,8 +149,9 @@ def placement_points(files: dict[str, list[dict]], evaluation_interval: str) -> 
 
 
 def placed(files: dict[str, list[dict]], evaluation_interval: str) -> dict[str, list[dict]]:
-    """The groups of each rule file (keyed as RULE_FILES), the placed ones renamed to start at their point."""
+    """The groups of each rule file (keyed as fioscope_mixin.names.RULE_FILES), the placed ones renamed to start at
+    their point."""
     points = placement_points(files, evaluation_interval)
-    return {file: [{**g, "name": _named_at(g["name"], RULE_FILES[file], *points[g["name"]])} if g["name"] in points else g
+    return {file: [{**g, "name": _named_at(g["name"], rule_file_path(file), *points[g["name"]])} if g["name"] in points else g
                    for g in gs]
             for file, gs in files.items()}

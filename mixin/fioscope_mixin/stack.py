@@ -13,6 +13,7 @@ on exactly one shard with no edit), carries external label ``shard``, and sends 
 from __future__ import annotations
 
 import hashlib
+import posixpath
 
 from fioscope_mixin import names as n
 from fioscope_mixin.names import DATASOURCE_UID
@@ -93,6 +94,13 @@ def fleet_job(st: dict, job: str, local_target: str, shard: tuple[int, int] | No
     return out
 
 
+def rule_file_path(rel: str) -> str:
+    """A rule file (relative to the repository) as prometheus.yml names it: relative to its directory,
+    provisioning/prometheus. A Prometheus started there with a relative --config.file (the native stack) reads it by
+    this path, the one in the hash that places its groups (fioscope_mixin.placement)."""
+    return posixpath.relpath(rel, "provisioning/prometheus")
+
+
 def prometheus_config(s: dict, shard: int | None = None) -> dict:
     """prometheus.yml; with ``shard`` (0 .. fleet.shards - 1) that shard's."""
     st = s["stack"]
@@ -117,7 +125,7 @@ def prometheus_config(s: dict, shard: int | None = None) -> dict:
         "global": global_,
         # Prometheus 2.53+ and 3 read it (2.42 refuses the block): written only where set
         **({"runtime": {"gogc": gogc}} if gogc else {}),
-        "rule_files": ["../../alerts/recording.rules.yaml", "../../alerts/alerts.rules.yaml"],
+        "rule_files": [rule_file_path(rel) for rel in n.RULE_FILES],
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"{host}:{ports['alertmanager']}"]}]}]},
         "scrape_configs": [
             target("prometheus", shard_port(s, "prometheus", shard or 0)),
