@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -436,6 +437,10 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
         wal_fsync = busiest('sum(rate(prometheus_tsdb_wal_fsync_duration_seconds_sum{job="prometheus"}[1m]))')
         # (Prometheus 3 writes a scraped summary's quantile as a float: "1.0"; Prometheus 2 as exposed: "1")
         gc_pauses = busiest('max(go_gc_duration_seconds{job="prometheus",quantile=~"1|1[.]0"})')
+        # Prometheus's garbage collections: a collection's mark phase takes half a core or more for seconds, and where
+        # the two cores are then saturated a group's evaluation waits its turn among the scrapes (Go execution traces:
+        # docs/fleet-bench.md)
+        collections = points('max(go_gc_cycles_total_gc_cycles_total{job="prometheus"})')
         latencies = []
         for expr in panel_queries():
             t0 = time.time()
@@ -455,11 +460,24 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
             "healthy_alerts": safe(deployment.healthy_alerts, {}),
             "slow": sorted(slow), "chunk_cuts": chunk_cuts, "slow_scrapes": slow_scrapes,
             "wal_cuts": wal_cuts, "wal_fsync": wal_fsync, "gc_pauses": gc_pauses,
+            "collections": collections,
             "minutes": (time.time() - started) / 60, "cores": cores, "samples_per_second": samples_per_second,
             "gc_per_minute": gc_per_minute, "gogc": gogc,
         }
     finally:
         deployment.stop()
+
+
+def around(points: list[tuple[float, float]], at: float) -> float:
+    """The value of the first of ``points`` (value, second; in time order) at or after the second ``at``."""
+    return next((value for value, when in points if when >= at), float("nan"))
+
+
+def collections_during(counts: list[tuple[float, float]], at: float, took: float) -> float:
+    """Garbage collections counted (``counts``: a cycle counter's (value, second)) from the sample at or before the
+    second ``at`` to the first at or after ``at + took + 6``."""
+    before = max(((when, value) for value, when in counts if when <= at), default=(at, float("nan")))[1]
+    return around(counts, at + took + 6) - before
 
 
 def report(r: dict, top: int) -> None:
@@ -498,6 +516,13 @@ def report(r: dict, top: int) -> None:
     print("  write-ahead log segments closed (seconds after the targets were up): "
           + (", ".join(f"+{at:.0f} s" for at in r["wal_cuts"]) or "none")
           + "; its fsyncs, the busiest minutes: " + ", ".join(f"{share:.3f} s a second at +{at:.0f} s" for share, at in r["wal_fsync"]))
+    if r["collections"]:
+        # a collection is counted once its mark phase ends: one that slowed an evaluation ends before the evaluation
+        # did, or within a mark phase's length (up to 6 s) after; the scrapes before and after bound the count
+        counts = [collections_during(r["collections"], at, took) for at, _, took in r["slow"]]
+        print(f"  garbage collections from the scrape before each evaluation over {SLOW_EVALUATION_S:g} s to the first "
+              "6 s after it ended (- : the run ended first): "
+              + (", ".join("-" if math.isnan(n) else f"{n:.0f}" for n in counts) or "none"))
     print("  Go's longest stop-the-world pauses: " + ", ".join(f"{took * 1000:.0f} ms at +{at:.0f} s" for took, at in r["gc_pauses"]))
     for mean, name in r["rules"][:top]:
         print(f"    rule {name:<72} mean {mean * 1000:8.1f} ms")
