@@ -440,7 +440,7 @@ def measure(fleet: FleetServer, hosts: int, interval: str, cycles: int, work: Pa
         # Prometheus's garbage collections: a collection's mark phase takes half a core or more for seconds, and where
         # the two cores are then saturated a group's evaluation waits its turn among the scrapes (Go execution traces:
         # docs/fleet-bench.md)
-        collections = points('max(go_gc_cycles_total_gc_cycles_total{job="prometheus"})')
+        collections = points('sum(go_gc_cycles_total_gc_cycles_total{job="prometheus"})')  # of every shard
         latencies = []
         for expr in panel_queries():
             t0 = time.time()
@@ -520,8 +520,8 @@ def report(r: dict, top: int) -> None:
         # a collection is counted once its mark phase ends: one that slowed an evaluation ends before the evaluation
         # did, or within a mark phase's length (up to 6 s) after; the scrapes before and after bound the count
         counts = [collections_during(r["collections"], at, took) for at, _, took in r["slow"]]
-        print(f"  garbage collections from the scrape before each evaluation over {SLOW_EVALUATION_S:g} s to the first "
-              "6 s after it ended (- : the run ended first): "
+        print(f"  Prometheus's garbage collections{' (every shard)' if r['shards'] > 1 else ''} from the scrape before each "
+              f"evaluation over {SLOW_EVALUATION_S:g} s to the first scrape 6 s after it ended (- : the run ended first): "
               + (", ".join("-" if math.isnan(n) else f"{n:.0f}" for n in counts) or "none"))
     print("  Go's longest stop-the-world pauses: " + ", ".join(f"{took * 1000:.0f} ms at +{at:.0f} s" for took, at in r["gc_pauses"]))
     for mean, name in r["rules"][:top]:
