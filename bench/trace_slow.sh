@@ -13,7 +13,8 @@ mkdir -p "$out/rolling"
 query="max by (rule_group) (max_over_time(prometheus_rule_group_last_duration_seconds[35s])) > $threshold"
 while curl -sf -o "$out/rolling/trace-$(date +%s).out" "$url/debug/pprof/trace?seconds=20"; do
   slow=$(curl -sf "$url/api/v1/query" --data-urlencode "query=$query" \
-    | python3 -c 'import json, sys; print(" ".join(r["metric"]["rule_group"].split(";")[-1] + "=" + r["value"][1] for r in json.load(sys.stdin)["data"]["result"]))')
+    | python3 -c 'import json, sys; print(" ".join(r["metric"]["rule_group"].split(";")[-1] + "=" + r["value"][1] for r in json.load(sys.stdin)["data"]["result"]))') \
+    || break  # Prometheus stopped between the trace and the query
   if [ -n "$slow" ]; then
     echo "$(date +%T) kept: $slow"
     cp "$out"/rolling/trace-*.out "$out/"

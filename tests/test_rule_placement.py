@@ -30,8 +30,8 @@ def phase(last_evaluation: str, interval: float) -> float:
 
 def test_prometheus_3_starts_each_placed_group_at_its_point_in_the_order_the_records_flow(tmp_path, monkeypatch):
     """With stack.place_rule_groups, a real Prometheus 3 of the native stack starts every group of the evaluation
-    interval at the point planned for it (within 0.05 s, and its timer's lateness), which is its hash's: Prometheus reads the rule files by the
-    path the names were chosen for. The points follow the records (iostat's rates, the envelope, the causes, the
+    interval at the point planned for it (within 0.05 s, plus its timer's lateness), which is its hash's: Prometheus
+    reads the rule files by the path the names were chosen for. The points follow the records (iostat's rates, the envelope, the causes, the
     sustained alerts), each group's share of the interval in proportion to its cost; the groups of a minute have a
     slot of their own. Without the setting the names are the committed ones."""
     prometheus_3 = require_prometheus("prometheus", "3")
@@ -66,7 +66,8 @@ def test_prometheus_3_starts_each_placed_group_at_its_point_in_the_order_the_rec
         seen = {g["name"]: phase(g["lastEvaluation"], 15) for g in groups}
         for base, (every, point) in points.items():
             if every == 15:
-                assert phase_miss(seen[names[base]], point, 15) <= TOLERANCE_S + START_LATE_S, (names[base], seen[names[base]], point)
+                miss = phase_miss(seen[names[base]], point, 15)
+                assert miss <= TOLERANCE_S + START_LATE_S, (names[base], seen[names[base]], point)
     finally:
         stack.stop()
     default = yaml.safe_load(prometheus.render(load_settings())["alerts/recording.rules.yaml"])
