@@ -34,3 +34,31 @@ def test_stalled_profile_caps_both_directions_at_two_iops(tmp_path):
             down = fioscope("lab", "--state-dir", str(state), "down", "stall-profile")
         assert down.returncode == 0, down.stderr
         assert not cgroup.exists() and not os.path.ismount(disk["mountpoint"])
+
+
+def test_ram_disk_is_backed_by_its_own_tmpfs_and_refuses_caps(tmp_path):
+    """`lab up ram`: the loop device's backing file on a tmpfs mounted inside the disk's directory (its fsyncs never
+    reach the host's disk), direct I/O on, no caps; a cap flag is refused in one line; `down` unmounts the tmpfs."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (loop devices, tmpfs, cgroups)")
+    state = tmp_path / "lab"
+    with lab_lock():
+        refused = fioscope("lab", "--state-dir", str(state), "up", "ram", "--name", "ram-capped", "--size", "64M", "--write-iops", "60")
+        assert refused.returncode != 0 and len(refused.stderr.strip().splitlines()) == 1 and "no caps" in refused.stderr, refused.stderr
+        assert not (state / "ram-capped").exists()
+        made = fioscope("lab", "--state-dir", str(state), "up", "ram", "--name", "ram-profile", "--size", "64M")
+        assert made.returncode == 0, made.stderr
+        disk = json.loads(made.stdout)
+        try:
+            memory = state / "ram-profile" / "ram"
+            mounts = {line.split()[1]: line.split()[2] for line in Path("/proc/mounts").read_text().splitlines()}
+            assert mounts.get(str(memory)) == "tmpfs"
+            loop = Path("/sys/block") / os.path.basename(disk["device"]) / "loop"
+            assert (loop / "backing_file").read_text().strip() == str(memory / "backing.img")
+            assert (loop / "dio").read_text().strip() == "1"
+            assert disk["backing_device"] == "" and not any(disk["limits"].values())
+            assert mounts.get(disk["mountpoint"]) == "ext4"
+        finally:
+            down = fioscope("lab", "--state-dir", str(state), "down", "ram-profile")
+        assert down.returncode == 0, down.stderr
+        assert not os.path.ismount(memory) and not memory.exists()

@@ -101,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_argument("--state-dir", default=None, help="where lab disks and their state live (default /var/lib/fioscope-lab)")
     labsub = lab.add_subparsers(dest="lab_command", required=True)
     lab_up = labsub.add_parser("up", help="create a lab disk: throttled (IOPS), read-capped, write-capped, bandwidth-capped, "
-                                          "dual-capped (IOPS and bytes/s), burst-then-cap, stalled (1-2 IOPS), slow-fsync or healthy")
+                                          "dual-capped (IOPS and bytes/s), burst-then-cap, stalled (1-2 IOPS), slow-fsync, healthy or ram "
+                                          "(uncapped, on memory)")
     lab_up.add_argument("kind", choices=list(LAB_KINDS))
     lab_up.add_argument("--burst-seconds", type=int, default=None, help="burst-then-cap: uncapped this long, then capped (default 120)")
     lab_up.add_argument("--name", default="")

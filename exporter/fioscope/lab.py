@@ -14,7 +14,9 @@ second at once: cgroup v1 writes both ``blkio.throttle.*_iops_device`` and ``*_b
 ``io.max`` line with riops, wiops, rbps and wbps), ``burst-then-cap`` (uncapped for
 ``burst_seconds``, then the caps: a timer process writes the throttle, as burst credits
 running out or a leaky bucket's burst allowance would), ``stalled`` (2 IOPS each way: under a queue of 32 requests
-stay in flight for seconds and almost none complete, a disk in trouble), ``slow-fsync`` and ``healthy``.
+stay in flight for seconds and almost none complete, a disk in trouble), ``slow-fsync``, ``healthy`` and ``ram``
+(uncapped, backed by a tmpfs of its own instead of the host's disk: its fsyncs return in microseconds whatever the host's
+own disk is doing, the healthy reference for fsync tests on a shared or noisy host; it takes no caps).
 
 Every step is recorded in ``<state-dir>/<name>/state.json`` before it is taken, so
 ``down`` removes exactly what was created (the burst timer too), also after a crash, and
@@ -50,7 +52,9 @@ KINDS: dict[str, dict[str, int]] = {
     "stalled": {"read_iops": 2, "write_iops": 2},
     "slow-fsync": {"write_iops": 60},  # each fdatasync costs a data write plus a journal commit: p99 well above 10 ms
     "healthy": {},
+    "ram": {},  # backed by memory: no backing disk to cap
 }
+IN_MEMORY_KINDS = ("ram",)
 DEFAULT_BURST_SECONDS = 120
 TIMER_MARK = "fioscope-lab-burst-timer"
 
@@ -142,6 +146,8 @@ def up(kind: str, name: str = "", size: str = "2G", state_dir: Path = DEFAULT_ST
     limits = {key: KINDS[kind].get(key, 0) if given[key] is None else given[key] for key in LIMIT_KEYS}
     if burst_seconds is not None and kind != "burst-then-cap":
         raise LabError("--burst-seconds is for the burst-then-cap kind")
+    if kind in IN_MEMORY_KINDS and any(limits.values()):
+        raise LabError(f"the {kind} kind takes no caps (memory has no backing disk to cap)")
     version = cgroup_version()
     if any(limits.values()) and version == 0:
         raise LabError("no cgroup I/O controller: neither v1 blkio nor v2 io is available")
@@ -152,11 +158,19 @@ def up(kind: str, name: str = "", size: str = "2G", state_dir: Path = DEFAULT_ST
     disk = LabDisk(name=name, kind=kind, state_dir=str(directory), limits=limits, cgroup_version=version,
                    burst_seconds=(burst_seconds or DEFAULT_BURST_SECONDS) if kind == "burst-then-cap" else 0)
     try:
-        disk.backing_file = str(directory / "backing.img")
+        backing_dir = directory
+        if kind in IN_MEMORY_KINDS:
+            backing_dir = directory / "ram"
+            backing_dir.mkdir(exist_ok=True)
+            disk.created.append("tmpfs")
+            disk.save()
+            _run("mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", f"fioscope-lab-{name}", str(backing_dir))
+        disk.backing_file = str(backing_dir / "backing.img")
         disk.created.append("backing_file")
         disk.save()
         _run("truncate", "-s", size, disk.backing_file)
-        disk.backing_device = whole_disk_of(directory)
+        if kind not in IN_MEMORY_KINDS:
+            disk.backing_device = whole_disk_of(directory)
         disk.loop_device = _run("losetup", "--direct-io=on", "--find", "--show", disk.backing_file)
         disk.created.append("loop")
         disk.save()
@@ -287,6 +301,10 @@ def down(name: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
     if "loop" in disk.created and disk.loop_device and _loop_backs(disk.loop_device, disk.backing_file):
         _run("losetup", "-d", disk.loop_device)
         removed.append(disk.loop_device)
+    memory = directory / "ram"
+    if "tmpfs" in disk.created and os.path.ismount(memory):
+        _unmount(str(memory))
+        removed.append(str(memory))
     shutil.rmtree(directory)
     removed.append(str(directory))
     return removed
