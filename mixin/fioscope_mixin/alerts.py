@@ -307,6 +307,17 @@ def alerts(s: dict) -> list[Alert]:
               "fio"),
         Alert(n.ALERT_NODE_EXPORTER_DOWN, "critical", "up{%(nodeSelector)s} == 0 or absent(up{%(nodeSelector)s})", "target_down",
               "node_exporter down", "node_exporter {{ $labels.instance }} cannot be scraped: no kernel view of the disks.", "disk"),
+        # the Prometheus evaluating these rules, too busy for its hosts (README "Fleet": when to move): a group's mean
+        # over a window, not its worst evaluation (the garbage collector's mark phases stretch single ones 2-3x)
+        Alert(n.ALERT_RULE_EVALUATION_SLOW, "warning",
+              'avg_over_time(prometheus_rule_group_last_duration_seconds{%(prometheusSelector)s,rule_group=~".*;fioscope-.*"}[%(ruleEvaluationWindow)s])\n'
+              "  > on (%(clusterLabels)sinstance, job, rule_group) %(ruleEvaluationBusyRatio)s\n"
+              '    * prometheus_rule_group_interval_seconds{%(prometheusSelector)s,rule_group=~".*;fioscope-.*"}',
+              "rule_evaluation_slow", "Prometheus too busy for its hosts' rules",
+              "Prometheus {{ $labels.instance }}: the rule group {{ $labels.rule_group }} took {{ $value | humanizeDuration }} "
+              "an evaluation on average over %(ruleEvaluationWindow)s, more than %(ruleEvaluationBusyPercent)s%% of its interval: "
+              "its alerts come later and, past the interval, evaluations are skipped. Move hosts to another shard "
+              "(README \"Fleet\").", "disk"),
     ]
     if t["disk_limits"]:
         result.append(Alert(n.ALERT_DISK_AT_PROVISIONED_LIMIT, "info", "fioscope:disk_declared_limit_ratio >= %(at_limit_ratio)s",

@@ -139,6 +139,7 @@ ALERT_RESULT_SCAN_STALLED = "FioscopeResultScanStalled"
 ALERT_SCHEDULER_STOPPED = "FioscopeSchedulerStopped"
 ALERT_WEB_CONFIG_RELOAD_FAILED = "FioscopeWebConfigReloadFailed"
 ALERT_NODE_EXPORTER_DOWN = "FioscopeNodeExporterDown"
+ALERT_RULE_EVALUATION_SLOW = "FioscopeRuleEvaluationSlow"  # the Prometheus evaluating these rules falling behind
 
 # the alerts that say "this disk is throttled" (the dashboards' verdict, the offline diagnosis)
 THROTTLING_ALERTS = (ALERT_DISK_THROTTLED_UNDER_FIO_LOAD, ALERT_DISK_THROTTLED, ALERT_DISK_THROTTLED_AFTER_BURST)

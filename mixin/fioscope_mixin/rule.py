@@ -66,6 +66,10 @@ def params(s: dict) -> dict[str, str]:
         "diskSelector": f"{sel['node']},{sel['device']}",
         "fioSelector": sel["fioscope"],
         "etcdSelector": sel["etcd"],
+        "prometheusSelector": sel["prometheus"],
+        "ruleEvaluationBusyRatio": fmt(t["rule_evaluation_busy_ratio"]),
+        "ruleEvaluationBusyPercent": fmt(100 * t["rule_evaluation_busy_ratio"]),
+        "ruleEvaluationWindow": t["rule_evaluation_window"],
         # what identifies one fio result (docs/contracts.md): the same job on two targets or hosts never collides
         "fioResult": cluster_labels + "host, instance, job, target, device, jobname, hostname",
         "rateWindow": st["rate_window"],
