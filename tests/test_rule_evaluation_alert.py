@@ -11,9 +11,10 @@ from helpers.prometheus import PromClient
 
 def test_rule_evaluation_alert_reads_the_real_prometheus_own_series(tmp_path):
     """The native stack's Prometheus scrapes itself; with a threshold any evaluation passes (a millionth of a 1 s
-    interval, over a 10 s window), the alert fires for fioscope's own groups, named as Prometheus names them
-    (``<rule file>;<group>``), and for no other group. The promtool cases (alerts/tests/prometheus.test.yaml) hold the
-    thresholds; this holds the series and labels they assume."""
+    interval, over a 10 s window), the alert fires for fioscope's groups, named as Prometheus names them
+    (``<rule file>;<group>``), under the job the selector names: a wrong selector or group pattern never fires. The
+    promtool cases (alerts/tests/prometheus.test.yaml) hold the thresholds and someone else's group; this holds the
+    series and labels they assume."""
     require("prometheus")
     overrides = ["stack.scrape_interval=1s", "stack.evaluation_interval=1s", f"stack.ports.prometheus={free_port()}",
                  "thresholds.rule_evaluation_busy_ratio=0.000001", "thresholds.rule_evaluation_window=10s",
@@ -22,11 +23,9 @@ def test_rule_evaluation_alert_reads_the_real_prometheus_own_series(tmp_path):
     stack.start()
     try:
         client = PromClient(stack.url("prometheus"))
-
         alerts = wait_for(lambda: client.query(f'ALERTS{{alertname="{n.ALERT_RULE_EVALUATION_SLOW}",alertstate="firing"}}'),
                           60, what=f"{n.ALERT_RULE_EVALUATION_SLOW} firing")
         groups = {a["metric"]["rule_group"] for a in alerts}
-        assert all(g.rsplit(";", 1)[1].startswith("fioscope-") for g in groups), groups
         assert any(g.endswith(";fioscope-iostat") for g in groups), groups
         assert {a["metric"]["job"] for a in alerts} == {"prometheus"}
     finally:

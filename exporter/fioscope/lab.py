@@ -55,6 +55,7 @@ KINDS: dict[str, dict[str, int]] = {
     "ram": {},  # backed by memory: no backing disk to cap
 }
 IN_MEMORY_KINDS = ("ram",)
+MEMORY_DIR = "ram"  # where an in-memory kind mounts its tmpfs, inside the disk's directory
 DEFAULT_BURST_SECONDS = 120
 TIMER_MARK = "fioscope-lab-burst-timer"
 
@@ -160,7 +161,7 @@ def up(kind: str, name: str = "", size: str = "2G", state_dir: Path = DEFAULT_ST
     try:
         backing_dir = directory
         if kind in IN_MEMORY_KINDS:
-            backing_dir = directory / "ram"
+            backing_dir = directory / MEMORY_DIR
             backing_dir.mkdir(exist_ok=True)
             disk.created.append("tmpfs")
             disk.save()
@@ -301,7 +302,7 @@ def down(name: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
     if "loop" in disk.created and disk.loop_device and _loop_backs(disk.loop_device, disk.backing_file):
         _run("losetup", "-d", disk.loop_device)
         removed.append(disk.loop_device)
-    memory = directory / "ram"
+    memory = directory / MEMORY_DIR
     if "tmpfs" in disk.created and os.path.ismount(memory):
         _unmount(str(memory))
         removed.append(str(memory))

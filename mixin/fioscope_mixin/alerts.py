@@ -310,9 +310,9 @@ def alerts(s: dict) -> list[Alert]:
         # the Prometheus evaluating these rules, too busy for its hosts (README "Fleet": when to move): a group's mean
         # over a window, not its worst evaluation (the garbage collector's mark phases stretch single ones 2-3x)
         Alert(n.ALERT_RULE_EVALUATION_SLOW, "warning",
-              'avg_over_time(prometheus_rule_group_last_duration_seconds{%(prometheusSelector)s,rule_group=~".*;fioscope-.*"}[%(ruleEvaluationWindow)s])\n'
+              "avg_over_time(prometheus_rule_group_last_duration_seconds{%(fioscopeRuleGroups)s}[%(ruleEvaluationWindow)s])\n"
               "  > on (%(clusterLabels)sinstance, job, rule_group) %(ruleEvaluationBusyRatio)s\n"
-              '    * prometheus_rule_group_interval_seconds{%(prometheusSelector)s,rule_group=~".*;fioscope-.*"}',
+              "    * prometheus_rule_group_interval_seconds{%(fioscopeRuleGroups)s}",
               "rule_evaluation_slow", "Prometheus too busy for its hosts' rules",
               "Prometheus {{ $labels.instance }}: the rule group {{ $labels.rule_group }} took {{ $value | humanizeDuration }} "
               "an evaluation on average over %(ruleEvaluationWindow)s, more than %(ruleEvaluationBusyPercent)s%% of its interval: "

@@ -66,7 +66,8 @@ def params(s: dict) -> dict[str, str]:
         "diskSelector": f"{sel['node']},{sel['device']}",
         "fioSelector": sel["fioscope"],
         "etcdSelector": sel["etcd"],
-        "prometheusSelector": sel["prometheus"],
+        # Prometheus's own series of fioscope's rule groups (its rule_group label: "<rule file>;<group name>")
+        "fioscopeRuleGroups": f'{sel["prometheus"]},rule_group=~".*;fioscope-.*"',
         "ruleEvaluationBusyRatio": fmt(t["rule_evaluation_busy_ratio"]),
         "ruleEvaluationBusyPercent": fmt(100 * t["rule_evaluation_busy_ratio"]),
         "ruleEvaluationWindow": t["rule_evaluation_window"],
