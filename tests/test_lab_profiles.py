@@ -12,7 +12,8 @@ from helpers.lab import lab_lock
 
 
 def test_stalled_profile_caps_both_directions_at_two_iops(tmp_path):
-    """`lab up stalled`: 2 IOPS each way in the disk's cgroup (what makes a queue of 32 a stall); `down` removes it."""
+    """`lab up stalled`: 2 IOPS each way in the disk's cgroup (what makes a queue of 32 a stall), on a loop device of its
+    own between the disk's loop device and its backing file, never on the host's disk; `down` removes both loops."""
     if os.geteuid() != 0:
         pytest.skip("needs root (loop devices, cgroups)")
     from fioscope import lab
@@ -22,8 +23,14 @@ def test_stalled_profile_caps_both_directions_at_two_iops(tmp_path):
         made = fioscope("lab", "--state-dir", str(state), "up", "stalled", "--name", "stall-profile", "--size", "64M")
         assert made.returncode == 0, made.stderr
         disk = json.loads(made.stdout)
+        state_file = json.loads((state / "stall-profile" / "state.json").read_text())
+        lower, upper = Path(state_file["lower_device"]).name, Path(disk["device"]).name
         try:
             cgroup, dev = Path(disk["cgroup"]), disk["backing_device"]
+            # the chain: the mounted loop device reads and writes the lower one, whose caps hold its requests in flight
+            assert Path(f"/sys/block/{upper}/loop/backing_file").read_text().strip() == f"/dev/{lower}"
+            assert Path(f"/sys/block/{lower}/loop/backing_file").read_text().strip() == state_file["backing_file"]
+            assert Path(f"/sys/block/{lower}/dev").read_text().strip() == dev != lab.whole_disk_of(state)
             if lab.cgroup_version() == 2:
                 assert f"{dev} rbps=max wbps=max riops=2 wiops=2" in (cgroup / "io.max").read_text()
             else:
@@ -34,6 +41,8 @@ def test_stalled_profile_caps_both_directions_at_two_iops(tmp_path):
             down = fioscope("lab", "--state-dir", str(state), "down", "stall-profile")
         assert down.returncode == 0, down.stderr
         assert not cgroup.exists() and not os.path.ismount(disk["mountpoint"])
+        for loop in (upper, lower):
+            assert not Path(f"/sys/block/{loop}/loop/backing_file").exists(), f"{loop} still attached"
 
 
 def test_ram_disk_is_backed_by_its_own_tmpfs_and_refuses_caps(tmp_path):

@@ -14,7 +14,8 @@ second at once: cgroup v1 writes both ``blkio.throttle.*_iops_device`` and ``*_b
 ``io.max`` line with riops, wiops, rbps and wbps), ``burst-then-cap`` (uncapped for
 ``burst_seconds``, then the caps: a timer process writes the throttle, as burst credits
 running out or a leaky bucket's burst allowance would), ``stalled`` (2 IOPS each way: under a queue of 32 requests
-stay in flight for seconds and almost none complete, a disk in trouble), ``slow-fsync``, ``healthy`` and ``ram``
+stay in flight for seconds and almost none complete, a disk in trouble; its caps sit on a loop device of its own
+between the disk and its backing file, see ``PRIVATE_CAP_KINDS``), ``slow-fsync``, ``healthy`` and ``ram``
 (uncapped, backed by a tmpfs of its own instead of the host's disk: its fsyncs return in microseconds whatever the host's
 own disk is doing, the healthy reference for fsync tests on a shared or noisy host; it takes no caps).
 
@@ -55,6 +56,11 @@ KINDS: dict[str, dict[str, int]] = {
     "ram": {},  # backed by memory: no backing disk to cap
 }
 IN_MEMORY_KINDS = ("ram",)
+# Kinds whose caps sit on a loop device of their own (the disk's loop device backed by it, it by the backing file), not on
+# the host's disk: at 2 IOPS whatever the disk's processes read from the host's disk waits with its queue (a page of a
+# program, a block of the host file system's metadata), and so does every other process that needs that page or block.
+# In CI every read load started beside a stalled disk issued nothing until the stalled disk's caps were lifted, 4 min on.
+PRIVATE_CAP_KINDS = ("stalled",)
 MEMORY_DIR = "ram"  # where an in-memory kind mounts its tmpfs, inside the disk's directory
 DEFAULT_BURST_SECONDS = 120
 TIMER_MARK = "fioscope-lab-burst-timer"
@@ -74,7 +80,8 @@ class LabDisk:
     mountpoint: str = ""
     cgroup: str = ""
     cgroup_version: int = 0
-    backing_device: str = ""  # MAJ:MIN of the disk the backing file lives on (what is throttled)
+    backing_device: str = ""  # MAJ:MIN of the disk the backing file lives on, or of lower_device (what is throttled)
+    lower_device: str = ""  # PRIVATE_CAP_KINDS: the loop device between the disk's loop device and its backing file
     limits: dict = field(default_factory=dict)
     burst_seconds: int = 0  # burst-then-cap: uncapped this long after `up`, then `limits`
     timer_pid: int = 0
@@ -170,9 +177,15 @@ def up(kind: str, name: str = "", size: str = "2G", state_dir: Path = DEFAULT_ST
         disk.created.append("backing_file")
         disk.save()
         _run("truncate", "-s", size, disk.backing_file)
-        if kind not in IN_MEMORY_KINDS:
+        backs_the_disk = disk.backing_file
+        if kind in PRIVATE_CAP_KINDS:
+            disk.created.append("lower_loop")
+            disk.save()
+            disk.lower_device = backs_the_disk = _run("losetup", "--direct-io=on", "--find", "--show", disk.backing_file)
+            disk.backing_device = (Path("/sys/block") / os.path.basename(disk.lower_device) / "dev").read_text().strip()
+        elif kind not in IN_MEMORY_KINDS:
             disk.backing_device = whole_disk_of(directory)
-        disk.loop_device = _run("losetup", "--direct-io=on", "--find", "--show", disk.backing_file)
+        disk.loop_device = _run("losetup", "--direct-io=on", "--find", "--show", backs_the_disk)
         disk.created.append("loop")
         disk.save()
         _run("mkfs.ext4", "-q", "-F", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0", disk.loop_device)
@@ -299,9 +312,12 @@ def down(name: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
     if "mount" in disk.created and disk.mountpoint and os.path.ismount(disk.mountpoint):
         _unmount(disk.mountpoint)
         removed.append(disk.mountpoint)
-    if "loop" in disk.created and disk.loop_device and _loop_backs(disk.loop_device, disk.backing_file):
+    if "loop" in disk.created and disk.loop_device and _loop_backs(disk.loop_device, disk.lower_device or disk.backing_file):
         _run("losetup", "-d", disk.loop_device)
         removed.append(disk.loop_device)
+    if "lower_loop" in disk.created and disk.lower_device and _loop_backs(disk.lower_device, disk.backing_file):
+        _run("losetup", "-d", disk.lower_device)
+        removed.append(disk.lower_device)
     memory = directory / MEMORY_DIR
     if "tmpfs" in disk.created and os.path.ismount(memory):
         _unmount(str(memory))

@@ -207,6 +207,32 @@ def fio_in_cgroup(cgroup: str, job: Path) -> subprocess.Popen:
                             start_new_session=True, preexec_fn=join_cgroup_niced)
 
 
+def device_io(device_name: str) -> tuple[int, int]:
+    """(requests completed, requests in flight) of a block device, from /sys/block/<name>/stat."""
+    fields = Path("/sys/block", device_name, "stat").read_text().split()
+    return int(fields[0]) + int(fields[4]), int(fields[8])
+
+
+def blocked_tasks(cgroup: str) -> str:
+    """Where the processes of ``cgroup`` and every task in uninterruptible sleep are waiting in the kernel (state,
+    wchan, kernel stack): what a load that issues no I/O is stuck on. CI once had every read load beside a stalled disk
+    issue nothing for four minutes, and nothing said why."""
+    pids = set(Path(cgroup, "cgroup.procs").read_text().split()) if Path(cgroup).exists() else set()
+    lines = []
+    for stat in Path("/proc").glob("[0-9]*/task/[0-9]*/stat"):
+        try:
+            comm_state = stat.read_text().rsplit(")", 1)
+            state, tid, pid = comm_state[1].split()[0], stat.parent.name, stat.parent.parent.parent.name
+            if pid not in pids and state != "D":
+                continue
+            task = stat.parent
+            lines.append(f"{comm_state[0].split('(', 1)[1]} pid {pid} tid {tid} state {state} wchan "
+                         f"{(task / 'wchan').read_text()}\n" + "".join(f"    {frame}" for frame in (task / "stack").read_text().splitlines(True)))
+        except OSError:  # gone meanwhile
+            continue
+    return "\n".join(lines) or "no task of the cgroup, none in uninterruptible sleep"
+
+
 def stop_fio(proc: subprocess.Popen) -> None:
     """SIGKILL fio and every job process it started. Each job process starts a session of its own, so killing fio's
     process group left the jobs running into the next test (the light loads of the envelope e2e ran on through every

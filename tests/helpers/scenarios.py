@@ -27,6 +27,8 @@ from fioscope_mixin.units import parse_duration
 from helpers.lab import (
     LEARN_FAST,
     Webhook,
+    blocked_tasks,
+    device_io,
     e2e_overrides,
     fio_in_cgroup,
     fio_job,
@@ -49,6 +51,7 @@ from helpers.results import config_with_targets
 STACK_SETTINGS = ["stack.rate_window=1m", "stack.alertmanager_group_interval=5s", *LEARN_FAST,
                   "thresholds.throttle.step_down_lookback=3m"]
 LEARN_TIMEOUT = 240
+IDLE_LOAD_CHECK = 30  # seconds after its start a load that has not reached its device is looked into (blocked_tasks)
 
 
 @dataclass
@@ -91,6 +94,7 @@ class Run:
     start: float | None = None
     end: float | None = None
     error: str = ""
+    diagnosis: str = ""  # where the load's processes waited when it had not reached its device (IDLE_LOAD_CHECK)
     lab: ScenarioLab | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -238,11 +242,20 @@ class ScenarioLab:
                 lay_out(job)
             if self.closing.is_set():
                 return
+            before = device_io(run.disk.device_name)
             run.start = time.time()
             procs = [fio_in_cgroup(run.disk.cgroup, job) for job in jobs]
             capped = sc.cap_after is None
+            looked = False
             while not self.closing.is_set():
                 elapsed = time.time() - run.start
+                if not looked and elapsed >= IDLE_LOAD_CHECK:
+                    looked = True
+                    completed, in_flight = device_io(run.disk.device_name)
+                    if completed == before[0] and not in_flight:
+                        run.diagnosis = (f"{IDLE_LOAD_CHECK} s after its start the load had not reached "
+                                         f"{run.disk.device_name}:\n{blocked_tasks(run.disk.cgroup)}")
+                        print(f"\n[scenario {run.key}] {run.diagnosis}", flush=True)
                 if not capped and elapsed >= sc.cap_after:
                     from fioscope import lab
 
@@ -328,7 +341,8 @@ def episodes(instants: list[float], step: float) -> list[tuple[float, float]]:
 def timeline(run: Run, interval: str, step: float = 15) -> str:
     """The device's figures over the run, one column per ``step``: what a test prints when an alert it waited for never
     came (a CI failure explains itself: a cap that never bound, scrapes missed, a rule group late, a verdict's guard)."""
-    return device_timeline(run.stacks[interval].prom, run.disk.device_name, run.start or 0.0, (run.end or time.time()) + step, step)
+    figures = device_timeline(run.stacks[interval].prom, run.disk.device_name, run.start or 0.0, (run.end or time.time()) + step, step)
+    return f"{figures}\n{run.diagnosis}" if run.diagnosis else figures
 
 
 def device_timeline(prom: PromClient, device: str, start: float, end: float, step: float = 15, window: str = "long",
