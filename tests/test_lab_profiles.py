@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import fioscope
-from helpers.lab import blocked_tasks, device_io, fio_in_cgroup, fio_job, lab_disks, lab_lock, lay_out, stop_fio
+from helpers.lab import blocked_tasks, completed_requests, fio_in_cgroup, fio_job, lab_disks, lab_lock, lay_out, stop_fio
 
 
 def test_stalled_profile_caps_both_directions_at_two_iops(tmp_path):
@@ -25,10 +25,10 @@ def test_stalled_profile_caps_both_directions_at_two_iops(tmp_path):
         made = fioscope("lab", "--state-dir", str(state), "up", "stalled", "--name", "stall-profile", "--size", "64M")
         assert made.returncode == 0, made.stderr
         disk = json.loads(made.stdout)
-        state_file = json.loads((state / "stall-profile" / "state.json").read_text())
-        lower, upper = Path(state_file["lower_device"]).name, Path(disk["device"]).name
+        cgroup, dev, upper = Path(disk["cgroup"]), disk["backing_device"], Path(disk["device"]).name
         try:
-            cgroup, dev = Path(disk["cgroup"]), disk["backing_device"]
+            state_file = json.loads((state / "stall-profile" / "state.json").read_text())
+            lower = Path(state_file["lower_device"]).name
             # the chain: the mounted loop device reads and writes the lower one, whose caps hold its requests in flight
             assert Path(f"/sys/block/{upper}/loop/backing_file").read_text().strip() == f"/dev/{lower}"
             assert Path(f"/sys/block/{lower}/loop/backing_file").read_text().strip() == state_file["backing_file"]
@@ -79,7 +79,7 @@ def test_ram_disk_is_backed_by_its_own_tmpfs_and_refuses_caps(tmp_path):
 def test_a_stalled_disk_holds_up_no_other_lab_disk(tmp_path):
     """A load on another lab disk reaches its device while a stalled disk's load starts beside it, on a cold page cache.
 
-    With the stalled disk's caps on the host's disk (before), its fio read the pages of its shared libraries at 2 IOPS,
+    With the stalled disk's caps on the host's disk (before), the pages its fio read from the host's disk came at 2 IOPS,
     and every other fio that needed one of those pages waited for it in read(2) (folio_wait_bit_common) until the caps
     were lifted: measured here, six loads issued nothing for 60 s; in CI eight scenario tests failed so, four minutes
     each. Caps on a loop device of the stalled disk's own: the other load runs within seconds."""
@@ -98,11 +98,11 @@ def test_a_stalled_disk_holds_up_no_other_lab_disk(tmp_path):
         procs = [fio_in_cgroup(stalled.cgroup, jobs[0])]
         try:
             time.sleep(1)  # the stalled disk's fio first: the pages it reads are the ones the other fio waits for
-            before, start = device_io(other.device_name)[0], time.time()
+            before, start = completed_requests(other.device_name), time.time()
             procs.append(fio_in_cgroup(other.cgroup, jobs[1]))
-            while device_io(other.device_name)[0] - before < 1000 and time.time() - start < 20:
+            while completed_requests(other.device_name) - before < 1000 and time.time() - start < 20:
                 time.sleep(0.5)
-            done = device_io(other.device_name)[0] - before
+            done = completed_requests(other.device_name) - before
             assert done >= 1000, (f"{done} reads on {other.device_name} in 20 s beside the stalled disk:\n"
                                   f"{blocked_tasks(other.cgroup)}")
         finally:

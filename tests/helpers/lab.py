@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fioscope_mixin import columns
 
 from helpers.binaries import require
 from helpers.native_stack import NativeStack
@@ -207,10 +208,10 @@ def fio_in_cgroup(cgroup: str, job: Path) -> subprocess.Popen:
                             start_new_session=True, preexec_fn=join_cgroup_niced)
 
 
-def device_io(device_name: str) -> tuple[int, int]:
-    """(requests completed, requests in flight) of a block device, from /sys/block/<name>/stat."""
-    fields = Path("/sys/block", device_name, "stat").read_text().split()
-    return int(fields[0]) + int(fields[4]), int(fields[8])
+def completed_requests(device_name: str) -> float:
+    """Reads and writes a block device has completed since boot (/proc/diskstats, as the capture reads it)."""
+    counters = columns.parse_diskstats(Path("/proc/diskstats").read_text(), {device_name}, ("reads", "writes"))[device_name]
+    return counters["reads"] + counters["writes"]
 
 
 def blocked_tasks(cgroup: str) -> str:

@@ -28,7 +28,7 @@ from helpers.lab import (
     LEARN_FAST,
     Webhook,
     blocked_tasks,
-    device_io,
+    completed_requests,
     e2e_overrides,
     fio_in_cgroup,
     fio_job,
@@ -242,7 +242,7 @@ class ScenarioLab:
                 lay_out(job)
             if self.closing.is_set():
                 return
-            before = device_io(run.disk.device_name)
+            before = completed_requests(run.disk.device_name)
             run.start = time.time()
             procs = [fio_in_cgroup(run.disk.cgroup, job) for job in jobs]
             capped = sc.cap_after is None
@@ -251,9 +251,8 @@ class ScenarioLab:
                 elapsed = time.time() - run.start
                 if not looked and elapsed >= IDLE_LOAD_CHECK:
                     looked = True
-                    completed, in_flight = device_io(run.disk.device_name)
-                    if completed == before[0] and not in_flight:
-                        run.diagnosis = (f"{IDLE_LOAD_CHECK} s after its start the load had not reached "
+                    if completed_requests(run.disk.device_name) == before:
+                        run.diagnosis = (f"{IDLE_LOAD_CHECK} s after its start the load had completed nothing on "
                                          f"{run.disk.device_name}:\n{blocked_tasks(run.disk.cgroup)}")
                         print(f"\n[scenario {run.key}] {run.diagnosis}", flush=True)
                 if not capped and elapsed >= sc.cap_after:
