@@ -134,6 +134,9 @@ def test_bad_capture_flags_are_one_line_before_anything_runs(tmp_path, target, f
              "space": [(["--env", "SIZE=100t"], ("--target.dir", "100 TiB", "free there", "SIZE="))],
              "listen": [(["--web.listen-address", f"127.0.0.1:{port}"], ("--web.listen-address", f"127.0.0.1:{port}", "in use")),
                         (["--web.listen-address", "nowhere"], ("--web.listen-address", "nowhere")),
+                        # issue 51: 65536 exited 1 (the code of a failed load) from bind()'s OverflowError
+                        (["--web.listen-address", "127.0.0.1:65536"], ("--web.listen-address", "127.0.0.1:65536")),
+                        (["--web.listen-address", "127.0.0.1:NaN"], ("--web.listen-address", "127.0.0.1:NaN")),
                         (["--web.listen-address", "127.0.0.1:0", "--web.config.file", str(a_file)],
                          ("--web.config.file", str(a_file))),
                         (["--web.config.file", str(a_file)], ("--web.config.file", "only with --web.listen-address"))]}[flags]

@@ -86,3 +86,10 @@ def test_malformed_variables_in_a_config_are_one_line_exit_2(directory, tmp_path
     proc = fioscope("check", "--config.file", str(config), cwd=tmp_path)
     one_line_exit_2(proc, str(config), "directory")
     assert not any("$" in p.name or "{" in p.name for p in tmp_path.rglob("*")), "a literal ${...} directory was made"
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:65536", "127.0.0.1:NaN", "127.0.0.1:99999999999999999999", "127.0.0.1:٣"])
+def test_a_listen_address_beyond_the_ports_is_one_line_exit_2(address, tmp_path):
+    """Issue 51 (low): 65536 was an OverflowError traceback from bind(); '٣' (str.isdigit) listened on port 3."""
+    proc = fioscope("serve", "--results.dir", str(tmp_path / "results"), "--web.listen-address", address, cwd=tmp_path)
+    one_line_exit_2(proc, "--web.listen-address", address)

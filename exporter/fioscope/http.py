@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import ipaddress
 import logging
+import re
 import resource
 import selectors
 import socket
@@ -91,8 +92,9 @@ def make_app(exposition: Exposition, timer: ScrapeTimer):
 
 def parse_listen_address(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"--web.listen-address: {address!r} is not HOST:PORT")
+    # ASCII digits only (str.isdigit takes '٣' and '²'), and a port bind() takes (65536 raised OverflowError there)
+    if not sep or not re.fullmatch(r"[0-9]{1,5}", port) or int(port) > 65535:
+        raise ValueError(f"--web.listen-address: {address!r} is not HOST:PORT (a port from 0 to 65535)")
     return host.strip("[]") or "0.0.0.0", int(port)
 
 

@@ -11,9 +11,9 @@ Exposition::
     # TYPE fioscope_result_files gauge
     fioscope_result_files 3
     # TYPE fioscope_last_scan_timestamp_seconds gauge
-    fioscope_last_scan_timestamp_seconds 1.79e+09
+    fioscope_last_scan_timestamp_seconds 1.79e+09   (only with a scan loop: serve, not a capture)
     # TYPE fioscope_scan_interval_seconds gauge
-    fioscope_scan_interval_seconds 5
+    fioscope_scan_interval_seconds 5                (only with a scan loop)
     # TYPE fioscope_scheduler_running gauge
     fioscope_scheduler_running 1            (only with a schedule)
     # TYPE fioscope_scrape_duration_seconds gauge
@@ -33,14 +33,15 @@ import threading
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from .. import __version__
-from ..scanner import ScanLoop, effective_interval
+from ..scanner import ScanLoop
 from ..store import Store
 from ..webconfig import ReloadStatus
 from .fio import FioCollector
 
 
 class ScrapeTimer:
-    """How long the previous /metrics render took (the current one is still running)."""
+    """How long the previous /metrics render took (the current one is still running). The page is rendered once per
+    change and served from that rendering (collector/__init__.py): a scrape served so renders nothing and times nothing."""
 
     def __init__(self) -> None:
         self.last_seconds = 0.0
@@ -57,9 +58,19 @@ class ExporterCollector:
         self.web_status = web_status
         self.fio = fio
 
+    def _up(self) -> bool:
+        return self.scan_loop is None or self.scan_loop.is_alive()
+
+    def changes(self) -> tuple:
+        """What ``collect`` shows that moves between renders, cheap to read: equal twice, it shows the same. (The render
+        time and the refused jobs move only in a render; the health figures' scan time moves with every scan.)"""
+        web = self.web_status
+        return (tuple(self.store.health().values()), self._up(), self.scheduler is not None and self.scheduler.is_alive(),
+                (web.failures, web.last_successful) if web is not None else None)
+
     def collect(self):
         health = self.store.health()
-        up = self.scan_loop is None or self.scan_loop.is_alive()
+        up = self._up()
         yield GaugeMetricFamily("fioscope_up", "1 while the exporter serves and its scan loop lives.", value=1 if up else 0)
         build = GaugeMetricFamily("fioscope_build_info", "fioscope version.", labels=["version"])
         build.add_metric([__version__], 1)
@@ -69,12 +80,14 @@ class ExporterCollector:
                                   value=health["parse_errors"])
         yield GaugeMetricFamily("fioscope_result_files", "Result files published from the results directory.",
                                 value=health["result_files"])
-        yield GaugeMetricFamily("fioscope_last_scan_timestamp_seconds", "Unix time of the last results-directory scan.",
-                                value=health["last_scan"])
-        interval = (self.scan_loop.interval_seconds if self.scan_loop is not None
-                    else effective_interval(self.store.config.scan_interval_seconds))
-        yield GaugeMetricFamily("fioscope_scan_interval_seconds", "Interval between results-directory scans (as the scan loop uses it).",
-                                value=interval)
+        # only where a scan loop runs (serve): a capture's listener scans nothing, and a last scan at 0 paged
+        # FioscopeResultScanStalled (critical) within one evaluation of its first scrape
+        if self.scan_loop is not None:
+            yield GaugeMetricFamily("fioscope_last_scan_timestamp_seconds", "Unix time of the last results-directory scan.",
+                                    value=health["last_scan"])
+            yield GaugeMetricFamily("fioscope_scan_interval_seconds",
+                                    "Interval between results-directory scans (as the scan loop uses it).",
+                                    value=self.scan_loop.interval_seconds)
         if self.scheduler is not None:
             yield GaugeMetricFamily("fioscope_scheduler_running", "1 while the schedule thread lives.",
                                     value=1 if self.scheduler.is_alive() else 0)
