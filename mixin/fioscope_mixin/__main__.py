@@ -14,6 +14,7 @@ from pathlib import Path
 from fioscope_mixin import CHECKOUT, prometheus
 from fioscope_mixin.output import write_or_check
 from fioscope_mixin.settings import SettingsError, load_settings
+from fioscope_mixin.stack import stale_shard_files
 
 PARTS = ("prometheus", "dashboards", "kubernetes")
 
@@ -48,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None and not (CHECKOUT / "alerts").is_dir():
         parser.error(f"{CHECKOUT} is not a fioscope checkout: give --out DIR")
     try:
-        files = render(load_settings(args.set), tuple(args.only or PARTS))
+        settings = load_settings(args.set)
+        files = render(settings, tuple(args.only or PARTS))
     except SettingsError as exc:
         print(f"fioscope_mixin: {exc}", file=sys.stderr)
         return 2
@@ -59,7 +61,17 @@ def main(argv: list[str] | None = None) -> int:
               "(pip install 'fioscope-mixin[generate]'), or generate the Prometheus files alone with --only prometheus",
               file=sys.stderr)
         return 2
-    return write_or_check({root / rel: text for rel, text in files.items()}, args.check or args.command == "check")
+    check = args.check or args.command == "check"
+    code = write_or_check({root / rel: text for rel, text in files.items()}, check)
+    # a shard file fleet.shards no longer makes (a reshard from 4 to 2): removed, or out of date under check
+    stale = stale_shard_files(root, settings) if "provisioning/prometheus/prometheus.yml" in files else []
+    if check and stale:
+        print(f"fioscope_mixin: out of date: {', '.join(map(str, stale))} (no such shard: run python3 -m fioscope_mixin generate)",
+              file=sys.stderr)
+        return 1
+    for path in stale:
+        path.unlink()
+    return code
 
 
 if __name__ == "__main__":

@@ -28,8 +28,9 @@ from pathlib import Path
 
 from fioscope_mixin import CHECKOUT as REPO
 from fioscope_mixin import prometheus
+from fioscope_mixin.hosts import DEFAULT_DATA_DIR, forget_stack, record_stack, settings_fleet
 from fioscope_mixin.settings import SettingsError, load_settings
-from fioscope_mixin.stack import samples_per_chunk, shard_count, shard_port
+from fioscope_mixin.stack import samples_per_chunk, shard_count, shard_port, stale_shard_files
 from fioscope_mixin.yamlfile import load_yaml
 
 
@@ -61,6 +62,10 @@ class NativeStack:
             self.settings = load_settings(self.overrides)
             self.shards = shard_count(self.settings)
             self.samples_per_chunk = samples_per_chunk(self.settings)
+            # the hosts folder as an absolute path, so that a config generated into <data-dir>/config reads the folder
+            # `hosts add` writes to (docs/fleet.md); recorded in the data directory at start
+            self.fleet = settings_fleet(self.settings)
+            self.settings["stack"]["hosts_dir"] = str(self.fleet.directory)
             # the configuration the overrides make (the committed one is the defaults'), refused as a whole if bad
             rendered = prometheus.render(self.settings) if self.overrides else {}
         except SettingsError as exc:
@@ -70,6 +75,8 @@ class NativeStack:
             path = self.root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
+        for path in stale_shard_files(self.root, self.settings) if self.overrides else []:
+            path.unlink()  # a reshard's leftovers
         self.fioscope_config = fioscope_config or REPO / "provisioning" / "fioscope" / "fioscope.yaml"
         self.env = env or {}
         self.fioscope_command = fioscope_command or [sys.executable, "-m", "fioscope"]
@@ -108,11 +115,13 @@ class NativeStack:
     def shard_commands(self) -> dict[str, list[str]]:
         """Shard i's Prometheus and Thanos sidecar, and Thanos Query over the sidecars."""
         d, out = self.data_dir, {}
-        thanos = self.thanos()
         for i in range(self.shards):
             out[f"prometheus-{i}"] = [binary("prometheus"), f"--config.file=prometheus-shard-{i}.yml",
                                       f"--storage.tsdb.path={d / f'prometheus-{i}'}",
                                       f"--web.listen-address={self.shard_address('prometheus', i)}", *self.prometheus_flags()]
+        if {"thanos-query", *(f"sidecar-{i}" for i in range(self.shards))} <= set(self.without):
+            return out  # the shards alone (Thanos need not be built)
+        thanos = self.thanos()
         for i in range(self.shards):
             out[f"sidecar-{i}"] = [thanos, "sidecar", f"--tsdb.path={d / f'prometheus-{i}'}",
                                    f"--prometheus.url=http://{self.shard_address('prometheus', i)}",
@@ -164,6 +173,7 @@ class NativeStack:
                "FIOSCOPE_TARGET_DIR": str(self.data_dir / "target"), **self.env}
         Path(env["FIOSCOPE_TARGET_DIR"]).mkdir(parents=True, exist_ok=True)
         try:
+            record_stack(self.data_dir, self.fleet)  # for `hosts add` while it runs
             for name, cmd in self.commands().items():  # dependencies first, Prometheus last (as compose's depends_on)
                 if name in self.without:
                     continue
@@ -199,11 +209,12 @@ class NativeStack:
                     proc.kill()
                     proc.wait()
         self.procs.clear()
+        forget_stack(self.data_dir)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python3 -m fioscope_mixin.native", description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, default=REPO / "data", help="TSDB, results, target and logs (default ./data)")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="TSDB, results, target and logs (default ./data)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override alerts/config.yaml")
     parser.add_argument("--shards", type=int, metavar="N", help="N Prometheus shards under Thanos Query (= --set fleet.shards=N)")
     args = parser.parse_args()

@@ -8,13 +8,18 @@ names its job in the ``__fioscope_job`` label, which Prometheus drops after rela
 Shards (``fleet.shards`` > 1): shard i's prometheus.yml keeps the fleet targets whose ``host`` hashes to i
 (hashmod over the host name, so a host's node_exporter and exporter land together and a new host file lands
 on exactly one shard with no edit), carries external label ``shard``, and sends its alerts to the one Alertmanager.
+Where the hosts folder is and how a running stack shares it with ``hosts add``: docs/fleet.md.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
+import re
+from pathlib import Path
 
+from fioscope_mixin import CHECKOUT
 from fioscope_mixin import names as n
 from fioscope_mixin.names import DATASOURCE_UID
 from fioscope_mixin.settings import SettingsError
@@ -23,6 +28,9 @@ FLEET_JOBS = ("node", "fioscope")  # the scrape jobs every host has; file_sd gro
 JOB_LABEL = "__fioscope_job"
 HOST_FILE_GLOB = "*.yml"
 SHARD_LABEL = "shard"  # external label of each shard's series and alerts
+# prometheus.yml's folder in the checkout: a relative stack.hosts_dir is relative to it (as Prometheus reads it)
+CONFIG_DIR = CHECKOUT / "provisioning" / "prometheus"
+SHARD_FILE = re.compile(r"prometheus-shard-[0-9]+\.yml")
 
 
 def scrape_security(st: dict) -> dict:
@@ -41,6 +49,31 @@ def scrape_security(st: dict) -> dict:
             raise SettingsError("stack.scrape_basic_auth: basic auth needs stack.scrape_tls.enabled (no passwords over plain HTTP)")
         out["basic_auth"] = {"username": auth["username"], "password_file": auth["password_file"]}
     return out
+
+
+def hosts_dir_setting(st: dict) -> str:
+    """stack.hosts_dir, checked: Prometheus reads every *.yml in it as target groups, so it is a folder of host files
+    alone (never prometheus.yml's own folder, one above it or the root) and a plain name, not a glob."""
+    value = st["hosts_dir"]
+    norm = posixpath.normpath(value) if isinstance(value, str) and value.strip() else ""
+    if not norm or norm == "/" or set(norm.split("/")) <= {".", ".."} or any(c in value for c in "*?[\\\n\0"):
+        raise SettingsError("stack.hosts_dir: expected the path of a folder of host files alone (relative to provisioning/prometheus/, "
+                            f"or absolute; not that folder or one above it), got {value!r}")
+    return value
+
+
+def hosts_path(s: dict) -> Path:
+    """The folder stack.hosts_dir names, absolute: a relative one from the checkout's provisioning/prometheus/, where
+    the committed prometheus.yml reads it. The native stack gives its generated config this path (docs/fleet.md)."""
+    path = Path(os.path.abspath(CONFIG_DIR / hosts_dir_setting(s["stack"])))
+    if path == CONFIG_DIR or path in CONFIG_DIR.parents:  # an absolute path to prometheus.yml's folder or above
+        raise SettingsError(f"stack.hosts_dir: {path} holds the stack's own files; give a folder of host files alone")
+    return path
+
+
+def own_target(st: dict, job: str) -> str:
+    """This stack's own exporter of one of FLEET_JOBS (host stack.host): listen_host:port."""
+    return f"{st['listen_host']}:{st['ports'][{'node': 'node_exporter', 'fioscope': 'fioscope'}[job]]}"
 
 
 def shard_count(s: dict) -> int:
@@ -74,14 +107,14 @@ def shard_relabel(shards: int, shard: int) -> list[dict]:
             {"source_labels": ["__tmp_fioscope_shard"], "regex": str(shard), "action": "keep"}]
 
 
-def fleet_job(st: dict, job: str, local_target: str, shard: tuple[int, int] | None = None) -> dict:
+def fleet_job(st: dict, job: str, shard: tuple[int, int] | None = None) -> dict:
     """One of FLEET_JOBS: this stack's exporter plus every host file's group for ``job``; with ``shard`` = (i, shards)
     only the hosts of shard i."""
     out = {
         "job_name": job,
         **scrape_security(st),
-        "static_configs": [{"targets": [local_target], "labels": {"host": st["host"], JOB_LABEL: job}}],
-        "file_sd_configs": [{"files": [f"{st['hosts_dir'].rstrip('/')}/{HOST_FILE_GLOB}"], "refresh_interval": "1m"}],
+        "static_configs": [{"targets": [own_target(st, job)], "labels": {"host": st["host"], JOB_LABEL: job}}],
+        "file_sd_configs": [{"files": [f"{hosts_dir_setting(st).rstrip('/')}/{HOST_FILE_GLOB}"], "refresh_interval": "1m"}],
         "relabel_configs": [
             {"source_labels": [JOB_LABEL], "regex": job, "action": "keep"},
             # a group without a host label is named after its address
@@ -129,8 +162,8 @@ def prometheus_config(s: dict, shard: int | None = None) -> dict:
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"{host}:{ports['alertmanager']}"]}]}]},
         "scrape_configs": [
             target("prometheus", shard_port(s, "prometheus", shard or 0)),
-            fleet_job(st, "node", f"{host}:{ports['node_exporter']}", sharded),
-            fleet_job(st, "fioscope", f"{host}:{ports['fioscope']}", sharded),
+            fleet_job(st, "node", sharded),
+            fleet_job(st, "fioscope", sharded),
             *local,
         ],
     }
@@ -149,6 +182,14 @@ def shard_configs(s: dict) -> dict[str, dict]:
     if shards == 1:
         return {}
     return {f"provisioning/prometheus/prometheus-shard-{i}.yml": prometheus_config(s, i) for i in range(shards)}
+
+
+def stale_shard_files(root: Path, s: dict) -> list[Path]:
+    """The prometheus-shard-<i>.yml under ``root``'s provisioning/prometheus/ that fleet.shards no longer makes (after a
+    reshard from 4 to 2: shards 2 and 3, which nothing would start or regenerate)."""
+    keep = {root / rel for rel in shard_configs(s)}
+    folder = root / "provisioning" / "prometheus"
+    return sorted(p for p in folder.glob("prometheus-shard-*.yml") if SHARD_FILE.fullmatch(p.name) and p not in keep)
 
 
 def fleet_datasource(s: dict) -> dict:

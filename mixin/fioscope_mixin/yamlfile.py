@@ -73,13 +73,14 @@ def loads_yaml(text: str, source: str = "<string>", aliases: bool = False) -> An
         raise YamlError(f"{source}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
 
 
-def load_yaml(path: str | Path, aliases: bool = False) -> Any:
+def load_yaml(path: str | Path, aliases: bool = False, nofollow: bool = False) -> Any:
     """A YAML file's content; ``YamlError`` (one line naming the file) if unreadable, not a regular file, larger
-    than ``MAX_BYTES``, not UTF-8 or not valid YAML. ``aliases``: allow anchors (trusted files only)."""
+    than ``MAX_BYTES``, not UTF-8 or not valid YAML. ``aliases``: allow anchors (trusted files only). ``nofollow``:
+    a symbolic link is refused (a file whose content is written back elsewhere)."""
     path = Path(path)
     try:
         # O_NONBLOCK: a FIFO never hangs the open; only a regular file is read, and at most MAX_BYTES of it
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_NOFOLLOW if nofollow else 0))
         with os.fdopen(fd, "rb") as stream:
             if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
                 raise YamlError(f"{path}: cannot read: not a regular file")
