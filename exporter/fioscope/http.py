@@ -1,4 +1,5 @@
-"""HTTP endpoints: ``/`` landing page, ``/metrics``, ``/-/healthy`` (cheap, touches no store), ``/runbook``
+"""HTTP endpoints: ``/`` landing page, ``/metrics`` (rendered once per change, served from that rendering:
+collector/__init__.py), ``/-/healthy`` (cheap, touches no store), ``/runbook``
 (the runbook the package ships: where the alerts' runbook_url points unless links.runbook is set).
 
 The server holds against misbehaving clients: one selector thread accepts connections,
@@ -30,6 +31,7 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -41,6 +43,7 @@ from . import __version__
 from .collector import Exposition
 from .collector.exporter import ScrapeTimer
 from .resources import runbook_html
+from .scanner import effective_interval
 from .webconfig import WebConfig, load_web_config
 
 if TYPE_CHECKING:
@@ -66,15 +69,12 @@ _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"
             431: "Request Header Fields Too Large", 500: "Internal Server Error"}
 
 
-def make_app(exposition: Exposition, timer: ScrapeTimer):
+def make_app(exposition: Exposition):
     def app(environ, start_response):
         path = environ.get("PATH_INFO", "/")
         if path == "/metrics":
-            started = time.perf_counter()
-            body = exposition.render()
-            timer.last_seconds = time.perf_counter() - started
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
-            return [body]
+            return [exposition.render()]  # rendered once per change (collector/__init__.py)
         if path in ("/-/healthy", "/-/ready"):
             start_response("200 OK", [("Content-Type", "text/plain")])
             return [b"OK\n"]
@@ -184,6 +184,17 @@ class Server:
         self._stop.set()
         self._wake_w.send(b"x")
         self._stopped.wait(10)
+
+    def every(self, seconds: float, task: Callable[[], None], name: str) -> None:
+        """Run ``task`` every ``seconds`` on a thread of its own until shutdown; a failure is one log line, never its end."""
+        def loop() -> None:
+            while not self._stop.wait(seconds):
+                try:
+                    task()
+                except Exception:  # noqa: BLE001 - this thread must outlive anything the task meets
+                    log.exception("%s failed", name)
+
+        threading.Thread(target=loop, name=name, daemon=True).start()
 
     def _reload_web(self) -> None:
         """The reload thread: a changed web config is read and checked here, never on the selector thread."""
@@ -382,9 +393,9 @@ class Server:
         return out.encode("latin-1"), (b"" if method == "HEAD" else body)
 
 
-def serve(exposition: Exposition, timer: ScrapeTimer, address: str, web: WebConfig | None = None) -> Server:
+def serve(exposition: Exposition, address: str, web: WebConfig | None = None) -> Server:
     host, port = parse_listen_address(address)
-    return Server(make_app(exposition, timer), host, port, web)
+    return Server(make_app(exposition), host, port, web)
 
 
 def listen(store: Store, address: str, web_config_file: str | None, scan_loop: ScanLoop | None = None,
@@ -397,10 +408,13 @@ def listen(store: Store, address: str, web_config_file: str | None, scan_loop: S
         host, _ = parse_listen_address(address)
     except ValueError as exc:  # names the flag
         raise OSError(str(exc)) from None
+    exposition = Exposition(store, timer, scan_loop, scheduler, web.status if web else None)
     try:
-        server = serve(Exposition(store, timer, scan_loop, scheduler, web.status if web else None), timer, address, web)
+        server = serve(exposition, address, web)
     except OSError as exc:
         raise OSError(f"--web.listen-address {address}: cannot listen there: {exc.strerror or exc}") from None
+    # devices come and go unannounced: sysfs is read again every scan interval, off the scrape path
+    server.every(effective_interval(store.config.scan_interval_seconds), exposition.refresh_topology, "fioscope-topology")
     if web is None and not is_loopback(host):
         log.warning("listening on %s beyond loopback without TLS or authentication: give --web.config.file", address)
     return server, web

@@ -143,11 +143,15 @@ class State:
         self.jobs: dict[JobKey, JobState] = {}
         self.histograms: dict[JobKey, dict[HistKey, HistogramState]] = {}
         self._hold_new = False  # set once the startup scan is published: series new after it start at zero
+        # bumped (under the lock) by every change of a job or histogram: the /metrics page is rendered again
+        # only when it moved (collector/__init__.py)
+        self.generation = 0
 
     def apply(self, contributions: list[Contribution]) -> None:
         with self.lock:
             for c in contributions:
                 self._apply(c)
+            self.generation += 1
 
     def _apply(self, c: Contribution) -> None:
         state = self.jobs.get(c.key)
@@ -184,6 +188,7 @@ class State:
                 state.running, state.live, state.start_timestamp = True, None, now
                 state.device = device or state.device
                 state.version += 1
+            self.generation += 1
 
     def update_live(self, run: RunResult, target: str = "") -> None:
         """A periodic status report: shown with its figures since the previous report, not since the start."""
@@ -194,6 +199,7 @@ class State:
                     continue
                 state.live = job if state.live is None else per_interval(job, state.live)
                 state.version += 1
+                self.generation += 1
 
     def finish_run(self, jobnames: list[str], target: str = "") -> None:
         now = time.time()
@@ -203,6 +209,7 @@ class State:
                 state.running, state.live = False, None
                 state.end_timestamp = now
                 state.version += 1
+            self.generation += 1
 
     def live_jobs(self) -> dict[JobKey, tuple[str, JobResult]]:
         """The running jobs' device and latest status report, its rates since the report before (what the exporter

@@ -57,6 +57,12 @@ class Store:
     def last_scan_timestamp(self) -> float:
         return self.ingest.last_scan_timestamp
 
+    @property
+    def generation(self) -> int:
+        """Moves with every change of a job (a result applied, a run started or finished, a live report): with
+        ``health()``, everything the store publishes (what tells the /metrics page to render again)."""
+        return self.state.generation
+
     def health(self) -> dict[str, float]:
         return {"parse_errors": self.ingest.parse_errors, "result_files": len(self.ingest.published),
                 "last_scan": self.ingest.last_scan_timestamp}

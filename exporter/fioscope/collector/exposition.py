@@ -52,6 +52,11 @@ class RenderCache:
         self._texts: dict[JobKey, tuple[int, bool, dict[str, str]]] = {}  # key -> (version, shown a zero, family -> text)
         self.series: dict[JobKey, int] = {}  # sample lines of each job's text, counted once per render of it (max_series)
 
+    @property
+    def shows_zero(self) -> bool:
+        """Some job's text shows a series at zero once: the next render shows its counts, whatever changed."""
+        return any(zeroed for _, zeroed, _ in self._texts.values())
+
     def reusable(self) -> dict[JobKey, int]:
         """Versions of the jobs whose text can be reused if unchanged (the ``unchanged`` of State.snapshot)."""
         return {key: version for key, (version, zeroed, _) in self._texts.items() if not zeroed}

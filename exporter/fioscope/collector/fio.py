@@ -207,6 +207,11 @@ class FioCollector:
                 merged[fname].samples.extend(family.samples)
         yield from merged.values()
 
+    @property
+    def showed_zero(self) -> bool:
+        """The last render showed a series at zero once (its next render differs though the store did not change)."""
+        return self._cache.shows_zero
+
     def render(self) -> str:
         with self._lock:  # concurrent scrapes share one cache
             jobs, hists = self.store.snapshot(unchanged=self._cache.reusable())
