@@ -85,7 +85,8 @@ def _bundle(directory, kernel: list, host: str = "vm1"):
 
 def test_a_bundles_own_counters_serve_a_report_on_it(tmp_path, caplog):
     """``fioscope report --iostat bundle/iostat.json``: the bundle's raw samples are its counters (the report judges
-    them as the capture did); a plain iostat file has none; a damaged samples file is one warning, and the rates serve."""
+    them as the capture did); a plain iostat file has none; a damaged line is one warning, left out (issue 51: as
+    iostat.json's values are), and the other samples serve; a file with fewer than two samples left, the rates serve."""
     from fioscope.reporting.offline.load import bundle_counters, load_iostat
 
     kernel = _kernel_samples(20, 2.0)
@@ -103,9 +104,13 @@ def test_a_bundles_own_counters_serve_a_report_on_it(tmp_path, caplog):
     assert bundle_counters(both, [c for p in both for c in load_iostat(p)]) == {both[0]: counted, both[1]: later}
     raw = tmp_path / "bundle" / "samples" / "diskstats.jsonl"
     raw.write_text(raw.read_text() + '{"t": "soon", "diskstats": [], "stat": ""}\n')
-    assert bundle_counters([path], load_iostat(path)) == {}
+    assert bundle_counters([path], load_iostat(path)) == {path: counted}
     [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert f"{raw}: line 21:" in warning and "rebuilt from" in warning, warning
+    assert f"{raw}: line 21:" in warning and "left out" in warning, warning
+    caplog.clear()
+    raw.write_text(raw.read_text().splitlines()[0] + "\n" + '{"t": "soon", "diskstats": [], "stat": ""}\n')
+    assert bundle_counters([path], load_iostat(path)) == {}
+    assert any("fewer than two samples" in r.getMessage() and "rebuilt from" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.slow  # a temporary Prometheus and three offline diagnoses: ~15 s

@@ -20,11 +20,12 @@ from pathlib import Path
 from fioscope_mixin import columns
 from fioscope_mixin.columns import CPU_MODES
 
+from ...resultfile import MAX_LABEL_CHARS, printable
 from .. import ReportError
 from ..capture import parse_cpu, parse_diskstats
 from ..phases import RunWindow
 from ..results import read_runs
-from ..timeline import DiskCounters
+from ..timeline import DiskCounters, iostat_row
 
 log = logging.getLogger("fioscope.report")
 
@@ -50,6 +51,10 @@ MAX_RATE = 1e12  # no disk completes, merges or moves this much per second (kB, 
 REQUIRED = ("r/s", "w/s", "r_await", "w_await", "aqu-sz", "util")
 USED = sorted({c for c, _ in DISK_COUNTERS.values()} | {c for pair in DISK_TIME_COUNTERS.values() for c in pair})
 MAX_SPANS = 100  # separate stretches of data (a gap starts a new one)
+# a bundle's samples/*.jsonl: what a line may add (the series: fio's directions, jobs and their names' length)
+FIO_DIRECTIONS = ("read", "write", "trim")
+MAX_FIO_JOBS = 64
+MAX_LINE_WARNINGS = 10  # bad lines named one by one; past these, one line counts the rest
 
 # ``fioscope capture``'s samples of one host: (unix seconds, device -> its counters, avg-cpu group -> ticks)
 KernelSamples = list[tuple[float, dict[str, DiskCounters], dict[str, float]]]
@@ -102,15 +107,15 @@ def _read(path: str) -> str:
     return data
 
 
-def invalid(column: str, value: object) -> str | None:
-    """Why an iostat value cannot be used, or None."""
+def invalid(column: str, value: object, counter: bool = False) -> str | None:
+    """Why an iostat value (``counter``: a bundle's raw counter, which has no upper bound) cannot be used, or None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"{column} not a number"
     if not math.isfinite(value):
         return f"{column} NaN or infinite"
     if value < 0:
         return f"{column} negative"
-    if value > (MAX_UTIL if column == "util" else MAX_RATE):
+    if not counter and value > (MAX_UTIL if column == "util" else MAX_RATE):
         return f"{column} above {MAX_UTIL:g} %" if column == "util" else f"{column} absurdly large"
     return None
 
@@ -383,24 +388,89 @@ def bundle_file(path: str, captures: list[IostatCapture], name: Path) -> Path | 
     return raw if len({c.host for c in captures if c.path == path}) == 1 and raw.is_file() else None
 
 
+class BundleLines:
+    """A bundle file's lines left out, as iostat.json's values are: each one warning naming the line and why (the first
+    MAX_LINE_WARNINGS; the rest one summary line), counted per reason in its capture's ``skipped`` (the report's notes)."""
+
+    def __init__(self, path: str, skipped: Counter | None = None):
+        self.path, self.skipped, self.count = path, skipped, 0
+
+    def leave_out(self, n: int, reason: str, detail: str = "") -> None:
+        self.count += 1
+        if self.count <= MAX_LINE_WARNINGS:
+            log.warning("%s: line %d: %s%s; left out", self.path, n, reason, f" ({detail})" if detail else "")
+        if self.skipped is not None:
+            self.skipped[f"{Path(self.path).name} line: {reason}"] += 1
+
+    def done(self) -> None:
+        if self.count > MAX_LINE_WARNINGS:
+            log.warning("%s: %d more line(s) left out (%d in all)", self.path, self.count - MAX_LINE_WARNINGS, self.count)
+
+
+@dataclass
+class BundleBounds:
+    """What a bundle file's lines must keep to: the time of its iostat.json (``window``) and its devices (the series)."""
+
+    window: tuple[float, float] = (-math.inf, math.inf)
+    devices: set[str] | None = None
+    skipped: Counter | None = None
+
+
+def bundle_bounds(path: str, captures: list[IostatCapture]) -> BundleBounds:
+    """The bounds of the bundle files beside the iostat file ``path``: its samples' time (with the sampler's first
+    interval, which iostat.json drops, and a rate window of margin) and devices; what is left out counts in its notes."""
+    mine = [c for c in captures if c.path == path]
+    margin = RATE_WINDOW + max((s.interval for c in mine for s in c.samples[:2]), default=0.0)
+    return BundleBounds((min(c.samples[0].timestamp for c in mine) - margin, max(c.samples[-1].timestamp for c in mine) + margin),
+                        {d for c in mine for s in c.samples for d in s.disks}, mine[0].skipped)
+
+
 def bundle_counters(paths: list[str], captures: list[IostatCapture]) -> dict[str, KernelSamples]:
     """iostat file -> the kernel counters of a ``fioscope capture`` bundle, read from the raw samples beside its iostat.json
     (``BUNDLE_COUNTERS``), so a report on the bundle judges the counters as counted, as the capture's own report did.
-    Nothing for another iostat file; a file that cannot be read whole is one warning, and the rates serve."""
+    Nothing for another iostat file; a bad line is left out (``BundleLines``); a file that cannot be read is one
+    warning, and the rates serve."""
     out: dict[str, KernelSamples] = {}
     for path in paths:
         if (raw := bundle_file(path, captures, BUNDLE_COUNTERS)) is None:
             continue
         try:
-            out[path] = read_bundle_counters(str(raw))
+            out[path] = read_bundle_counters(str(raw), bundle_bounds(path, captures))
         except ReportError as exc:
             log.warning("%s; the counters are rebuilt from %s's rates", exc, path)
     return out
 
 
-def read_bundle_counters(path: str) -> KernelSamples:
+def _counters_invalid(t: float, disks: dict[str, DiskCounters], cpu: dict[str, float],
+                      before: tuple[float, dict[str, DiskCounters], dict[str, float]] | None) -> str | None:
+    """Why a sample's counters cannot be used, by iostat.json's checks (``invalid``; and, against the sample kept
+    before, the iostat row they make: ``_disk_row``): a counter not a finite non-negative number, one falling, a rate
+    no disk has."""
+    for device, counters in disks.items():
+        for name in DiskCounters.fields():
+            if reason := invalid(f"{device} {name}", getattr(counters, name), counter=True):
+                return reason
+    for mode, ticks in cpu.items():
+        if reason := invalid(f"cpu {mode}", ticks, counter=True):
+            return reason
+    if before is None:
+        return None
+    for device in disks.keys() & before[1].keys():
+        row = iostat_row(before[1][device], disks[device], t - before[0])
+        if row is None:
+            return f"{device}: a counter falling"
+        why: Counter = Counter()
+        if _disk_row(row, why) is None:
+            return f"{device}: {next(iter(why))}"
+    return None
+
+
+def read_bundle_counters(path: str, bounds: BundleBounds | None = None) -> KernelSamples:
     """``samples/diskstats.jsonl``: one JSON object per sample (``t``, ``diskstats`` lines, ``stat`` line), in time order;
-    ReportError naming the file and the first thing wrong."""
+    a line out of ``bounds`` or with counters iostat.json would refuse is left out (``BundleLines``); ReportError naming
+    the file where it cannot be read or fewer than two samples are left."""
+    bounds = bounds or BundleBounds()
+    bad = BundleLines(path, bounds.skipped)
     samples: KernelSamples = []
     rows = 0
     for n, line in enumerate(_read(path).splitlines(), 1):
@@ -409,16 +479,27 @@ def read_bundle_counters(path: str) -> KernelSamples:
             t, lines, stat = float(obj["t"]), obj["diskstats"], str(obj["stat"])
             if not (math.isfinite(t) and isinstance(lines, list) and all(isinstance(x, str) for x in lines)):
                 raise ValueError("t, diskstats or stat of the wrong kind")
-            if samples and t <= samples[-1][0]:
-                raise ValueError("not later than the sample before")
-            disks = parse_diskstats("\n".join(lines), {f[2] for f in (x.split() for x in lines) if len(f) > 2})
+            # the devices of the bundle's iostat.json only: a line naming 20,000 others adds no series
+            named = {f[2] for f in (x.split() for x in lines) if len(f) > 2}
+            disks = parse_diskstats("\n".join(lines), named if bounds.devices is None else named & bounds.devices)
             cpu = parse_cpu(stat)
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-            raise ReportError(f"{path}: line {n}: {exc}") from None
+            bad.leave_out(n, "not a sample", str(exc)[:200])
+            continue
+        if not bounds.window[0] <= t <= bounds.window[1]:
+            bad.leave_out(n, "time outside the capture", f"t={t:g}")
+            continue
+        if samples and t <= samples[-1][0]:
+            bad.leave_out(n, "not later than the sample before")
+            continue
+        if reason := _counters_invalid(t, disks, cpu, samples[-1] if samples else None):
+            bad.leave_out(n, "counters iostat.json would refuse", reason)
+            continue
         rows += len(disks)
         if rows > MAX_KERNEL_ROWS:
             raise ReportError(f"{path}: more than {MAX_KERNEL_ROWS} (sample x device) rows")
         samples.append((t, disks, cpu))
+    bad.done()
     if len(samples) < 2:
         raise ReportError(f"{path}: fewer than two samples")
     return samples
@@ -437,31 +518,51 @@ class FioRate:
 
 def bundle_fio_rates(paths: list[str], captures: list[IostatCapture]) -> list[FioRate]:
     """The fio rates of the ``fioscope capture`` bundles among ``paths`` (``BUNDLE_FIO_RATES`` beside a bundle's
-    iostat.json): a file that cannot be read whole is one warning, and the report goes on without it."""
+    iostat.json): a bad line is left out (``BundleLines``); a file that cannot be read is one warning, and the report
+    goes on without it."""
     out: list[FioRate] = []
     for path in paths:
         if (raw := bundle_file(path, captures, BUNDLE_FIO_RATES)) is None:
             continue
         try:
-            out += read_fio_rates(str(raw))
+            out += read_fio_rates(str(raw), bundle_bounds(path, captures))
         except ReportError as exc:
             log.warning("%s; the report goes on without fio's live rates", exc)
     return out
 
 
-def read_fio_rates(path: str) -> list[FioRate]:
-    """``samples/fio.jsonl``; ReportError naming the file, the line and the first thing wrong."""
-    rates = []
+def read_fio_rates(path: str, bounds: BundleBounds | None = None) -> list[FioRate]:
+    """``samples/fio.jsonl``: a line out of ``bounds`` (its time; fio's directions; at most MAX_FIO_JOBS jobs, labels of
+    at most MAX_LABEL_CHARS: the series) or not finite non-negative rates is left out (``BundleLines``); ReportError
+    naming the file where it cannot be read."""
+    bounds = bounds or BundleBounds()
+    bad = BundleLines(path, bounds.skipped)
+    rates: list[FioRate] = []
+    jobs: set[tuple[str, str, str]] = set()
     for n, line in enumerate(_read(path).splitlines(), 1):
         try:
             obj = json.loads(line)
-            rate = FioRate(float(obj["t"]), str(obj["target"]), str(obj["device"]), str(obj["jobname"]),
-                           {str(k): float(v) for k, v in obj["bytes_per_second"].items()})
-            if not (math.isfinite(rate.t) and all(math.isfinite(v) and v >= 0 for v in rate.bytes_per_second.values())):
-                raise ValueError("a time or rate that is not a finite, non-negative number")
+            # names escaped as the exporter escapes a file name's (a lone surrogate failed the whole report)
+            rate = FioRate(float(obj["t"]), printable(str(obj["target"])), printable(str(obj["device"])),
+                           printable(str(obj["jobname"])), {str(k): float(v) for k, v in obj["bytes_per_second"].items()})
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-            raise ReportError(f"{path}: line {n}: {exc}") from None
-        rates.append(rate)
+            bad.leave_out(n, "not a status report", str(exc)[:200])
+            continue
+        job = (rate.target, rate.device, rate.jobname)
+        if not (math.isfinite(rate.t) and all(math.isfinite(v) and v >= 0 for v in rate.bytes_per_second.values())):
+            bad.leave_out(n, "a time or rate that is not a finite, non-negative number")
+        elif not bounds.window[0] <= rate.t <= bounds.window[1]:
+            bad.leave_out(n, "time outside the capture", f"t={rate.t:g}")
+        elif not rate.bytes_per_second.keys() <= set(FIO_DIRECTIONS):
+            bad.leave_out(n, "directions fio does not report", f"{len(rate.bytes_per_second)} directions")
+        elif max(map(len, job)) > MAX_LABEL_CHARS:
+            bad.leave_out(n, f"a name longer than {MAX_LABEL_CHARS} characters")
+        elif job not in jobs and len(jobs) >= MAX_FIO_JOBS:
+            bad.leave_out(n, f"more than {MAX_FIO_JOBS} jobs (the series budget)")
+        else:
+            jobs.add(job)
+            rates.append(rate)
         if len(rates) > MAX_KERNEL_ROWS:
             raise ReportError(f"{path}: more than {MAX_KERNEL_ROWS} lines")
+    bad.done()
     return rates
