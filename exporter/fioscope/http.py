@@ -265,7 +265,8 @@ class Server:
             self._pending[pending.sock.fileno()] = pending
             self._write(pending)
 
-    def _write(self, pending: _Pending) -> None:
+    def _push(self, pending: _Pending) -> bool:
+        """Send what the socket takes without waiting; True once the whole answer is sent. OSError: the peer is gone."""
         out = pending.out or []
         try:
             while out:
@@ -276,9 +277,15 @@ class Server:
                 if sent:
                     pending.deadline = time.monotonic() + self.write_timeout  # the reader makes progress
         except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
-            if pending.sock.fileno() not in self._selector.get_map():
-                self._selector.register(pending.sock, selectors.EVENT_WRITE, pending)
-            return
+            return False
+        return True
+
+    def _write(self, pending: _Pending) -> None:
+        try:
+            if not self._push(pending):
+                if pending.sock.fileno() not in self._selector.get_map():
+                    self._selector.register(pending.sock, selectors.EVENT_WRITE, pending)
+                return
         except OSError as exc:
             log.debug("%s: %s", pending.address[0], exc)
         self._drop(pending)
@@ -308,11 +315,16 @@ class Server:
             if parts is None:
                 return  # handed to the auth thread, which hands it back
             pending.out = [memoryview(part) for part in parts if part]
-        except Exception as exc:  # noqa: BLE001 - one bad request must never take a worker down
-            log.debug("%s: %s", pending.address[0], exc)
-            pending.sock.close()
-        else:
             pending.deadline = time.monotonic() + self.write_timeout
+            # most answers fit the socket's buffer: sent from here, without a round trip through the selector thread;
+            # the rest of a larger one (or one for a reader that does not read) is the selector's to write
+            if self._push(pending):
+                pending.out = None
+                pending.sock.close()
+        except Exception as exc:  # noqa: BLE001 - one bad request (or a peer gone) must never take a worker down
+            log.debug("%s: %s", pending.address[0], exc)
+            pending.out = None
+            pending.sock.close()
         with self._answering_lock:
             self._answering -= 1
             if pending.out is not None:
