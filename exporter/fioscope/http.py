@@ -7,7 +7,8 @@ reads request heads and writes responses without blocking (TLS handshakes includ
 connection that has not sent a whole head within ``timeout`` seconds, or taken no byte of its
 answer for ``WRITE_TIMEOUT_SECONDS`` (no progress, not total time: a 30 MB answer over a slow
 link is legitimate), is closed; complete requests go to a fixed pool of
-``workers`` threads that only run the WSGI app. So idle, half-sent or never-reading
+``workers`` threads that run the WSGI app and send what the socket takes without waiting (most answers: all; the
+rest is the selector's to write). So idle, half-sent or never-reading
 connections cost a file descriptor each, never a thread, and scrapes keep answering.
 Basic-auth logins not seen before cost a bcrypt (~0.1 s of CPU, on purpose): they are checked
 by ONE separate thread, at most ``AUTH_BACKLOG`` waiting (more are refused with 401 unchecked),
