@@ -188,15 +188,16 @@ def _strip_comment(value: str) -> str:
     return value.strip()
 
 
-def showcmd(job: JobFile, fio_binary: str = "fio", cwd: Path | None = None) -> list[Section] | None:
+def showcmd(job: JobFile, fio_binary: str = "fio") -> list[Section] | None:
     """The job as fio resolves it (``fio --showcmd``) with the run's environment; None if fio rejects it.
 
     A file fio rejects is not run by fio at all, so it needs no path check beyond the file's own.
+    Run from ``/``, never the target: fio resolves no path for --showcmd, but its start-up opens its working
+    directory, and the check must not wait on the target's disk (the slow one a capture diagnoses: issue 51 item 9).
     """
     try:
-        proc = subprocess.run([fio_executable(fio_binary), "--showcmd", str(job.path)], env=job.environment, capture_output=True, text=True,
-                              errors="surrogateescape",
-                              timeout=30, check=False, cwd=cwd if cwd and cwd.is_dir() else None)
+        proc = subprocess.run([fio_executable(fio_binary), "--showcmd", os.path.abspath(job.path)], env=job.environment,
+                              capture_output=True, text=True, errors="surrogateescape", timeout=30, check=False, cwd="/")
     except (OSError, subprocess.SubprocessError) as exc:
         raise JobFileError(f"{job.path}: cannot run {fio_binary} --showcmd: {getattr(exc, 'strerror', None) or exc}") from None
     if proc.returncode != 0:
@@ -222,7 +223,7 @@ def check_safe(job: JobFile, target: Target, fio_binary: str = "fio") -> None:
         raise _refusal(f"{job.path}: [{name}] {option}", reason, target)
     root = target.directory.resolve()
     models = [job.parsed]
-    resolved = showcmd(job, fio_binary, root)
+    resolved = showcmd(job, fio_binary)
     if resolved is not None:
         ours = [s.name for s in job.parsed if s.name != "global"]
         theirs = [s.name for s in resolved[1:]]
