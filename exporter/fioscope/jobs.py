@@ -16,9 +16,11 @@ that reach devices or the network ...) is refused unless the target is destructi
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+import resource
 import shutil
 import stat
 import subprocess
@@ -32,6 +34,8 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # fio --showcmd prints "--name=value" tokens separated by single spaces, values unquoted
 _SHOWCMD_OPTION = re.compile(r"(?:^|\s)--(?=[A-Za-z0-9_]+(?:=|\s|$))")
 _DEFAULT_FILENAME_FORMAT = "$jobname.$jobnum.$filenum"
+SHOWCMD_CPU_SECONDS = 30  # fio's CPU time for --showcmd (it takes milliseconds)
+SHOWCMD_WALL_SECONDS = 900  # a backstop for a fio that never returns; a slow disk's page-ins fit many times over
 
 # engines that only do file I/O through the kernel's file interfaces (or none at all)
 SAFE_ENGINES = frozenset({
@@ -192,17 +196,31 @@ def showcmd(job: JobFile, fio_binary: str = "fio") -> list[Section] | None:
     """The job as fio resolves it (``fio --showcmd``) with the run's environment; None if fio rejects it.
 
     A file fio rejects is not run by fio at all, so it needs no path check beyond the file's own.
-    Run from ``/``, never the target: fio resolves no path for --showcmd, but its start-up opens its working
-    directory, and the check must not wait on the target's disk (the slow one a capture diagnoses: issue 51 item 9).
+    Bounded by fio's CPU time, not the wall clock: fio's start-up pages in its program and 63 libraries (80 MiB with
+    Debian's engines) from the disk holding them, and on the slow disk a capture diagnoses that took over the 30 s this
+    check had (out of the page cache, at 5 read IOPS 28 s, at 1 read IOPS 76 s; cached 1.6 s); waiting costs no CPU.
+    Run from ``/``: --showcmd resolves no path, and the target's directory is no business of the check.
     """
+    argv = [fio_executable(fio_binary), "--showcmd", os.path.abspath(job.path)]
     try:
-        proc = subprocess.run([fio_executable(fio_binary), "--showcmd", os.path.abspath(job.path)], env=job.environment,
-                              capture_output=True, text=True, errors="surrogateescape", timeout=30, check=False, cwd="/")
+        with subprocess.Popen(argv, env=job.environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              errors="surrogateescape", cwd="/") as proc:
+            with contextlib.suppress(ProcessLookupError):  # it may have finished already
+                resource.prlimit(proc.pid, resource.RLIMIT_CPU, (SHOWCMD_CPU_SECONDS, SHOWCMD_CPU_SECONDS))
+            try:
+                stdout, _ = proc.communicate(timeout=SHOWCMD_WALL_SECONDS)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise
     except (OSError, subprocess.SubprocessError) as exc:
         raise JobFileError(f"{job.path}: cannot run {fio_binary} --showcmd: {getattr(exc, 'strerror', None) or exc}") from None
+    if proc.returncode < 0:  # killed (its CPU limit): not a rejection, which would leave only our own reading of the job
+        raise JobFileError(f"{job.path}: {fio_binary} --showcmd was killed by signal {-proc.returncode} "
+                           f"(more than {SHOWCMD_CPU_SECONDS} s of CPU)")
     if proc.returncode != 0:
         return None
-    line = proc.stdout.strip().removeprefix("fio")
+    line = stdout.strip().removeprefix("fio")
     sections = [Section("global")]
     for token in _SHOWCMD_OPTION.split(line)[1:]:
         key, _, value = token.partition("=")
