@@ -10,6 +10,10 @@ compares them and serves the bytes of the last rendering):
 - the disk topology, read from sysfs (a few hundred files: most of a render's cost), so not on every scrape but by
   ``refresh_topology`` every scan interval on a thread of its own (``http.listen``); a changed topology is a change.
 
+The provider's own counters (collector/provider.py: Amazon NVMe volumes' statistics, read at most once a second) move
+on every read, so they are rendered on every scrape after the cached page; on a host without such a volume they are
+one listing of /sys/block.
+
 The key is read before the page is rendered: a change landing during a render is either in the page or moves the
 key again, so the next scrape renders again; a page older than a change is never served. One rendering for every
 client: the server speaks the text format only, uncompressed.
@@ -27,6 +31,7 @@ from ..store import Store
 from ..webconfig import ReloadStatus
 from .exporter import ExporterCollector, ScrapeTimer
 from .fio import FioCollector
+from .provider import ProviderCollector
 from .topology import TopologyCollector
 
 
@@ -35,8 +40,9 @@ class Exposition:
 
     def __init__(self, store: Store, timer: ScrapeTimer, scan_loop: ScanLoop | None = None,
                  scheduler: threading.Thread | None = None, web_status: ReloadStatus | None = None,
-                 topology: TopologyCollector | None = None):
-        """``topology``: the disk topology's collector (default: of the real /sys)."""
+                 topology: TopologyCollector | None = None, provider: ProviderCollector | None = None):
+        """``topology``, ``provider``: the disk topology's and the provider counters' collectors (default: of the real
+        /sys)."""
         self.store = store
         self.timer = timer
         self.fio = FioCollector(store)
@@ -46,6 +52,8 @@ class Exposition:
         self.topology = CollectorRegistry(auto_describe=False)
         self.topology.register(topology or TopologyCollector(store))
         self._topology = (0, generate_latest(self.topology))  # (generation, text)
+        self.provider = CollectorRegistry(auto_describe=False)
+        self.provider.register(provider or ProviderCollector())
         self._page: tuple[object, bytes] | None = None  # (key, the page); key None: shown once, render again
         self._lock = threading.Lock()  # one render at a time; serving a rendered page takes no lock
 
@@ -53,6 +61,9 @@ class Exposition:
         return self.store.generation, self.exporter.changes(), self._topology[0]
 
     def render(self) -> bytes:
+        return self._cached() + generate_latest(self.provider)
+
+    def _cached(self) -> bytes:
         page = self._page
         if page is not None and page[0] == self._key():
             return page[1]
