@@ -410,8 +410,12 @@ def cmd_lab(args) -> int:
         elif args.lab_command == "down":
             if not args.all and not args.name:
                 raise lab.LabError("down: name a lab disk or give --all")
-            removed = lab.down_all(state_dir) if args.all else lab.down(args.name, state_dir)
+            removed, failed = lab.down_all(state_dir) if args.all else (lab.down(args.name, state_dir), [])
             print("\n".join(f"removed {r}" for r in removed) or "nothing to remove")
+            for line in failed:  # the other disks were still taken down
+                print(f"fioscope lab: {line}", file=sys.stderr)
+            if failed:
+                return 2
         elif args.lab_command == "status":
             for disk in lab.status(state_dir):
                 print(f"{disk.name}: {disk.kind} {disk.loop_device} on {disk.mountpoint} limits {disk.limits} cgroup {disk.cgroup}")

@@ -19,21 +19,28 @@ between the disk and its backing file, see ``PRIVATE_CAP_KINDS``), ``slow-fsync`
 (uncapped, backed by a tmpfs of its own instead of the host's disk: its fsyncs return in microseconds whatever the host's
 own disk is doing, the healthy reference for fsync tests on a shared or noisy host; it takes no caps).
 
-Every step is recorded in ``<state-dir>/<name>/state.json`` before it is taken, so
-``down`` removes exactly what was created (the burst timer too), also after a crash, and
-never touches a device or process it did not create.
+Every step is recorded in ``<state-dir>/<name>/state.json`` (root's alone, 0600, replaced whole) before it is taken,
+and each device as soon as it is made, so ``down`` removes what was created (the burst timer too), also after a crash.
+``down`` believes the state file only as far as it can check it: the file and its directories root's alone, every mount
+the disk's own directory's, the cgroup the lab's own by name, every loop device found by its backing file (the disk's
+own, or for the stalled kind the loop device on it); anything else refuses the disk in one line, nothing touched.
+Every change to the machine goes through a ``Host``; ``DryRun`` records them instead (what ``down`` would do).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
+
+from fioscope_mixin.units import UnitError, parse_size
 
 DEFAULT_STATE_DIR = Path("/var/lib/fioscope-lab")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -64,6 +71,15 @@ PRIVATE_CAP_KINDS = ("stalled",)
 MEMORY_DIR = "ram"  # where an in-memory kind mounts its tmpfs, inside the disk's directory
 DEFAULT_BURST_SECONDS = 120
 TIMER_MARK = "fioscope-lab-burst-timer"
+# a disk's name is a directory and part of a cgroup's name: no separators, no leading dot or dash
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+LOOP_DEVICE = re.compile(r"/dev/loop[0-9]+")
+MAJ_MIN = re.compile(r"[0-9]+:[0-9]+")
+STEPS = ("tmpfs", "backing_file", "lower_loop", "loop", "mount", "cgroup", "timer")
+MAX_STATE_BYTES = 1 << 20  # a state file is a few hundred bytes
+MIN_SIZE = MIB
+# a ram disk's share of MemAvailable at most: one filled up would push the host into swap or its OOM killer
+RAM_SHARE = 0.5
 
 
 class LabError(Exception):
@@ -92,14 +108,151 @@ class LabDisk:
         return os.path.basename(self.loop_device)
 
     def save(self) -> None:
+        """Replace the state file whole, root's alone (0600). Not fsynced: what it records (loop devices, mounts,
+        cgroups) does not outlive the machine's power either; a killed process leaves the old file or the new one."""
         path = Path(self.state_dir) / "state.json"
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            os.fchmod(fd, 0o600)  # a temporary file left by an older version keeps the mode it was made with
+            handle.write(json.dumps(asdict(self), indent=1))
         tmp.replace(path)
 
     @classmethod
-    def load(cls, state_dir: Path) -> LabDisk:
-        return cls(**json.loads((state_dir / "state.json").read_text()))
+    def load(cls, directory: Path) -> LabDisk:
+        """The state file of the lab disk in ``directory``, refused (LabError, one line naming it) unless root alone
+        could have written it and everything it names is the disk's own."""
+        path = directory / "state.json"
+        disk = cls._parse(path, _read_roots_alone(path))
+        _check_own(disk, directory, path)
+        return disk
+
+    @classmethod
+    def _parse(cls, path: Path, data: bytes) -> LabDisk:
+        try:
+            raw = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise LabError(f"{path}: not a lab state file ({str(exc)[:80]})") from None
+        if not isinstance(raw, dict):
+            raise LabError(f"{path}: not a lab state file (a JSON object expected)")
+        # the annotations are strings (from __future__ import annotations): str, int, dict or list
+        types = {f.name: {"str": str, "int": int, "dict": dict, "list": list}[str(f.type)] for f in fields(cls)}
+        for key, value in raw.items():
+            if key not in types:
+                raise LabError(f"{path}: not a lab state file (unknown key {key[:40]!r})")
+            if type(value) is not types[key]:  # exactly: True is no pid
+                raise LabError(f"{path}: {key} is {str(value)[:40]!r}, not a {types[key].__name__}")
+        missing = [f.name for f in fields(cls) if f.name not in raw and f.default is MISSING and f.default_factory is MISSING]
+        if missing:
+            raise LabError(f"{path}: not a lab state file (no {', '.join(missing)})")
+        return cls(**raw)
+
+
+def _check_roots_alone(directory: Path, path: Path) -> None:
+    """Refuse (one line naming ``path``) a ``directory`` that is not root's or that others may write (or a symlink)."""
+    try:
+        st = os.lstat(directory)
+    except OSError as exc:
+        raise LabError(f"{path}: cannot read it ({exc.strerror})") from None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+        raise LabError(f"{path}: refused: {directory} is not a directory root's alone "
+                       f"(owner uid {st.st_uid}, mode {stat.filemode(st.st_mode)})")
+
+
+def _read_roots_alone(path: Path) -> bytes:
+    """``path``, if root alone could have written it: a regular file of root's, 0600, in directories of root's that no
+    one else may write (the disk's and the state directory)."""
+    _check_roots_alone(path.parent.parent, path)
+    _check_roots_alone(path.parent, path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        reason = "a symlink" if os.path.islink(path) else exc.strerror
+        raise LabError(f"{path}: refused: {reason}") from None
+    st = os.fstat(fd)  # of what was opened, not of what the name may point at by now
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != 0 or stat.S_IMODE(st.st_mode) != 0o600:
+        os.close(fd)
+        raise LabError(f"{path}: refused: not a file root's alone (owner uid {st.st_uid}, mode "
+                       f"{stat.filemode(st.st_mode)}; the lab writes it 0600 as root)")
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(MAX_STATE_BYTES)
+
+
+def _backing_file(kind: str, directory: str) -> str:
+    """Where a disk of ``kind`` in (the real path) ``directory`` keeps its backing file."""
+    return os.path.join(directory, MEMORY_DIR, "backing.img") if kind in IN_MEMORY_KINDS else os.path.join(directory, "backing.img")
+
+
+def _cgroup_path(name: str, version: int) -> Path:
+    """The lab's cgroup for disk ``name`` (v2 at the hierarchy's root, v1 in blkio's)."""
+    return (CGROUP_ROOT if version == 2 else CGROUP_ROOT / "blkio") / f"fioscope-lab-{name}"
+
+
+def _check_own(disk: LabDisk, directory: Path, path: Path) -> None:
+    """Refuse (one line naming ``path``) a state file naming anything that is not the disk's own."""
+    real = os.path.realpath(directory)
+
+    def refuse(key: str, value: object, own: str) -> LabError:
+        return LabError(f"{path}: refused: {key} {str(value)[:80]!r} is not the lab disk's own ({own})")
+
+    if disk.name != directory.name:
+        raise refuse("name", disk.name, directory.name)
+    if disk.kind not in KINDS:
+        raise refuse("kind", disk.kind, "one of " + ", ".join(KINDS))
+    if os.path.realpath(disk.state_dir) != real:
+        raise refuse("state_dir", disk.state_dir, real)
+    owns = {"backing_file": _backing_file(disk.kind, real), "mountpoint": os.path.join(real, "mnt")}
+    if disk.cgroup:
+        if disk.cgroup_version not in (1, 2):
+            raise refuse("cgroup_version", disk.cgroup_version, "1 or 2")
+        owns["cgroup"] = os.path.realpath(_cgroup_path(disk.name, disk.cgroup_version))
+    for key, own in owns.items():
+        value = getattr(disk, key)
+        if value and os.path.realpath(value) != own:  # resolved: `..` and symlinks out are seen for what they name
+            raise refuse(key, value, own)
+    for key, pattern, form in (("loop_device", LOOP_DEVICE, "/dev/loopN"), ("lower_device", LOOP_DEVICE, "/dev/loopN"),
+                               ("backing_device", MAJ_MIN, "MAJ:MIN")):
+        if getattr(disk, key) and not pattern.fullmatch(getattr(disk, key)):
+            raise refuse(key, getattr(disk, key), form)
+    if any(step not in STEPS for step in disk.created):
+        raise refuse("created", disk.created, ", ".join(STEPS))
+    if any(key not in LIMIT_KEYS or type(value) is not int or value < 0 for key, value in disk.limits.items()):
+        raise refuse("limits", disk.limits, "integers >= 0 for " + ", ".join(LIMIT_KEYS))
+    if disk.timer_pid < 0 or disk.burst_seconds < 0:
+        raise refuse("timer_pid", disk.timer_pid, "a pid")
+
+
+def check_name(name: str) -> None:
+    if not NAME.fullmatch(name):
+        raise LabError(f"lab disk name {name[:80]!r}: letters, digits, '.', '_' and '-', at most 64, "
+                       "starting with a letter or digit")
+
+
+def disk_size(kind: str, size: object) -> int:
+    """``--size`` in bytes by the one size parser (a bare ``G`` is GiB, as truncate reads it): at least 1MiB, and for
+    an in-memory kind at most RAM_SHARE of MemAvailable."""
+    try:
+        nbytes = int(parse_size(size, kilo=1024))
+    except UnitError as exc:
+        raise LabError(f"--size: {exc}") from None
+    if nbytes < MIN_SIZE:
+        raise LabError(f"--size: {size!r} is less than 1MiB (too small for an ext4 file system)")
+    if kind in IN_MEMORY_KINDS:
+        available = _mem_available()
+        if nbytes > available * RAM_SHARE:
+            raise LabError(f"--size: {size!r} is more than half of the memory available ({available // MIB} MiB): a "
+                           f"{kind} disk that fills up would push the host into swap or its OOM killer")
+    return nbytes
+
+
+def _mem_available() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    raise LabError("--size: cannot read MemAvailable from /proc/meminfo")
 
 
 def _run(*cmd: str) -> str:
@@ -108,8 +261,65 @@ def _run(*cmd: str) -> str:
     except FileNotFoundError:
         raise LabError(f"{cmd[0]} not found (install util-linux / e2fsprogs)") from None
     if proc.returncode != 0:
-        raise LabError(f"{' '.join(cmd)}: {proc.stderr.strip() or proc.stdout.strip()}")
+        said = " ".join((proc.stderr.strip() or proc.stdout.strip()).split())  # one line, whatever the tool printed
+        raise LabError(f"{' '.join(cmd)}: {said}")
     return proc.stdout.strip()
+
+
+class Host:
+    """The machine as the lab changes it: every command, write, kill and removal goes through here."""
+
+    def run(self, *cmd: str) -> str:
+        return _run(*cmd)
+
+    def write(self, path: Path, text: str) -> None:
+        path.write_text(text)
+
+    def kill(self, pid: int) -> None:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+
+    def rmdir(self, path: Path) -> None:
+        path.rmdir()
+
+    def rmtree(self, path: Path) -> None:
+        shutil.rmtree(path)
+
+    def unmount(self, mountpoint: str) -> None:
+        """Unmount, waiting for exiting processes to let go; lazily as a last resort (the loop then autoclears)."""
+        for _ in range(50):
+            if subprocess.run(["umount", mountpoint], capture_output=True).returncode == 0:
+                return
+            time.sleep(0.2)
+        _run("umount", "--lazy", mountpoint)
+
+
+class DryRun(Host):
+    """Records what the lab would do instead of doing it (reads still see the real machine)."""
+
+    def __init__(self) -> None:
+        self.actions: list[tuple[str, ...]] = []
+
+    def run(self, *cmd: str) -> str:
+        self.actions.append(("run", *cmd))
+        return ""
+
+    def write(self, path: Path, text: str) -> None:
+        self.actions.append(("write", str(path), text))
+
+    def kill(self, pid: int) -> None:
+        self.actions.append(("kill", str(pid)))
+
+    def rmdir(self, path: Path) -> None:
+        self.actions.append(("rmdir", str(path)))
+
+    def rmtree(self, path: Path) -> None:
+        self.actions.append(("rmtree", str(path)))
+
+    def unmount(self, mountpoint: str) -> None:
+        self.actions.append(("umount", mountpoint))
 
 
 def require_root() -> None:
@@ -141,11 +351,15 @@ def whole_disk_of(path: Path) -> str:
 
 def up(kind: str, name: str = "", size: str = "2G", state_dir: Path = DEFAULT_STATE_DIR,
        read_iops: int | None = None, write_iops: int | None = None,
-       read_bps: int | None = None, write_bps: int | None = None, burst_seconds: int | None = None) -> LabDisk:
+       read_bps: int | None = None, write_bps: int | None = None, burst_seconds: int | None = None,
+       host: Host | None = None) -> LabDisk:
+    host = host or Host()
     require_root()
     if kind not in KINDS:
         raise LabError(f"unknown lab disk kind {kind!r} (kinds: {', '.join(KINDS)})")
     name = name or kind
+    check_name(name)
+    nbytes = disk_size(kind, size)
     if shutil.which("losetup") is None or not Path("/dev/loop-control").exists():
         raise LabError("loop devices are not available (no losetup or /dev/loop-control)")
     given = {"read_iops": read_iops, "write_iops": write_iops, "read_bps": read_bps, "write_bps": write_bps}
@@ -159,10 +373,13 @@ def up(kind: str, name: str = "", size: str = "2G", state_dir: Path = DEFAULT_ST
     version = cgroup_version()
     if any(limits.values()) and version == 0:
         raise LabError("no cgroup I/O controller: neither v1 blkio nor v2 io is available")
-    directory = state_dir / name
-    if (directory / "state.json").exists():
+    directory = state_dir.absolute() / name  # the state file's paths mean the same from any working directory
+    if os.path.lexists(directory / "state.json"):
         raise LabError(f"lab disk {name!r} exists already ({directory}); run 'fioscope lab down {name}' first")
-    directory.mkdir(parents=True, exist_ok=True)
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _check_roots_alone(state_dir, directory / "state.json")  # before anything is made: down would refuse it
+    directory.mkdir(mode=0o700, exist_ok=True)
+    _check_roots_alone(directory, directory / "state.json")
     disk = LabDisk(name=name, kind=kind, state_dir=str(directory), limits=limits, cgroup_version=version,
                    burst_seconds=(burst_seconds or DEFAULT_BURST_SECONDS) if kind == "burst-then-cap" else 0)
     try:
@@ -172,43 +389,43 @@ def up(kind: str, name: str = "", size: str = "2G", state_dir: Path = DEFAULT_ST
             backing_dir.mkdir(exist_ok=True)
             disk.created.append("tmpfs")
             disk.save()
-            _run("mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", f"fioscope-lab-{name}", str(backing_dir))
+            host.run("mount", "-t", "tmpfs", "-o", f"size={nbytes},mode=0700", f"fioscope-lab-{name}", str(backing_dir))
         disk.backing_file = str(backing_dir / "backing.img")
         disk.created.append("backing_file")
         disk.save()
-        _run("truncate", "-s", size, disk.backing_file)
+        host.run("truncate", "-s", str(nbytes), disk.backing_file)
         backs_the_disk = disk.backing_file
         if kind in PRIVATE_CAP_KINDS:
             disk.created.append("lower_loop")
             disk.save()
-            disk.lower_device = backs_the_disk = _run("losetup", "--direct-io=on", "--find", "--show", disk.backing_file)
+            disk.lower_device = backs_the_disk = host.run("losetup", "--direct-io=on", "--find", "--show", disk.backing_file)
+            disk.save()  # before the next step (killed before this line, down finds it by its backing file)
             disk.backing_device = (Path("/sys/block") / os.path.basename(disk.lower_device) / "dev").read_text().strip()
         elif kind not in IN_MEMORY_KINDS:
             disk.backing_device = whole_disk_of(directory)
-        disk.loop_device = _run("losetup", "--direct-io=on", "--find", "--show", backs_the_disk)
         disk.created.append("loop")
         disk.save()
-        _run("mkfs.ext4", "-q", "-F", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0", disk.loop_device)
+        disk.loop_device = host.run("losetup", "--direct-io=on", "--find", "--show", backs_the_disk)
+        disk.save()
+        host.run("mkfs.ext4", "-q", "-F", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0", disk.loop_device)
         disk.mountpoint = str(directory / "mnt")
         Path(disk.mountpoint).mkdir(exist_ok=True)
         disk.created.append("mount")
         disk.save()
-        _run("mount", disk.loop_device, disk.mountpoint)
-        _make_cgroup(disk)
+        host.run("mount", disk.loop_device, disk.mountpoint)
+        _make_cgroup(disk, host)
         disk.save()
-    except Exception:
-        down(name, state_dir)
+    except BaseException:  # Ctrl-C too: undo what was made
+        if os.path.lexists(directory / "state.json"):
+            down(name, state_dir, host)
         raise
     return disk
 
 
-def _make_cgroup(disk: LabDisk) -> None:
+def _make_cgroup(disk: LabDisk, host: Host) -> None:
     if disk.cgroup_version == 2:
-        parent = CGROUP_ROOT
-        (parent / "cgroup.subtree_control").write_text("+io")
-        path = parent / f"fioscope-lab-{disk.name}"
-    else:
-        path = CGROUP_ROOT / "blkio" / f"fioscope-lab-{disk.name}"
+        host.write(CGROUP_ROOT / "cgroup.subtree_control", "+io")
+    path = _cgroup_path(disk.name, disk.cgroup_version)
     disk.cgroup = str(path)
     disk.created.append("cgroup")
     disk.save()
@@ -216,48 +433,48 @@ def _make_cgroup(disk: LabDisk) -> None:
     if disk.burst_seconds:
         _start_burst_timer(disk)
     else:
-        write_limits(disk)
+        write_limits(disk, host)
 
 
-def write_limits(disk: LabDisk) -> None:
+def write_limits(disk: LabDisk, host: Host | None = None) -> None:
     """Write the disk's caps into its cgroup (v2 ``io.max`` or v1 ``blkio.throttle.*``)."""
+    host = host or Host()
     path, lim, dev = Path(disk.cgroup), disk.limits, disk.backing_device
     if disk.cgroup_version == 2:
         parts = [f"{key}={lim[src]}" for key, src in (("riops", "read_iops"), ("wiops", "write_iops"),
-                                                       ("rbps", "read_bps"), ("wbps", "write_bps")) if lim[src]]
+                                                       ("rbps", "read_bps"), ("wbps", "write_bps")) if lim.get(src)]
         if parts:
-            (path / "io.max").write_text(f"{dev} {' '.join(parts)}")
+            host.write(path / "io.max", f"{dev} {' '.join(parts)}")
     else:
         for src, fname in (("read_iops", "read_iops_device"), ("write_iops", "write_iops_device"),
                            ("read_bps", "read_bps_device"), ("write_bps", "write_bps_device")):
-            if lim[src]:
-                (path / f"blkio.throttle.{fname}").write_text(f"{dev} {lim[src]}")
+            if lim.get(src):
+                host.write(path / f"blkio.throttle.{fname}", f"{dev} {lim[src]}")
 
 
-def remove_cgroup(cgroup: Path) -> None:
+def remove_cgroup(cgroup: Path, host: Host | None = None) -> None:
     """Kill what is left inside ``cgroup`` (it would keep the cgroup busy), then remove it, retrying while the kernel
     still counts its exiting processes (up to 5 s)."""
+    host = host or Host()
     for pid in (cgroup / "cgroup.procs").read_text().split():
-        try:
-            os.kill(int(pid), 9)
-        except ProcessLookupError:
-            pass
+        host.kill(int(pid))
     for _ in range(50):
         try:
-            cgroup.rmdir()
+            host.rmdir(cgroup)
             return
         except OSError:
             time.sleep(0.1)
 
 
-def lift_limits(disk: LabDisk) -> None:
+def lift_limits(disk: LabDisk, host: Host | None = None) -> None:
     """Remove the disk's caps from its cgroup (v1: a limit of 0 removes the rule; v2: ``max``); a missing file is left alone."""
+    host = host or Host()
     path, dev = Path(disk.cgroup), disk.backing_device
     writes = ({"io.max": f"{dev} riops=max wiops=max rbps=max wbps=max"} if disk.cgroup_version == 2 else
               {f"blkio.throttle.{f}": f"{dev} 0" for f in ("read_iops_device", "write_iops_device", "read_bps_device", "write_bps_device")})
     for name, line in writes.items():
         try:
-            (path / name).write_text(line)
+            host.write(path / name, line)
         except OSError:  # no such rule or file (an uncapped disk, a removed cgroup)
             pass
 
@@ -276,7 +493,7 @@ def _start_burst_timer(disk: LabDisk) -> None:
     disk.save()
 
 
-def _stop_timer(disk: LabDisk) -> bool:
+def _stop_timer(disk: LabDisk, host: Host) -> bool:
     """Kill the burst timer if it is still ours and alive (a recycled pid is left alone)."""
     if not disk.timer_pid:
         return False
@@ -284,80 +501,102 @@ def _stop_timer(disk: LabDisk) -> bool:
         cmdline = Path(f"/proc/{disk.timer_pid}/cmdline").read_bytes()
     except OSError:
         return False
-    if TIMER_MARK.encode() not in cmdline:
+    if TIMER_MARK.encode() not in cmdline or repr(disk.state_dir).encode() not in cmdline:  # this disk's timer
         return False
-    try:
-        os.kill(disk.timer_pid, 9)
-    except ProcessLookupError:
-        return False
+    host.kill(disk.timer_pid)
     return True
 
 
-def down(name: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
-    """Undo what the state file records, newest first; returns what was removed."""
+def down(name: str, state_dir: Path = DEFAULT_STATE_DIR, host: Host | None = None) -> list[str]:
+    """Undo what was made for lab disk ``name``, newest first; returns what was removed.
+
+    Nothing the state file names is taken on trust (LabDisk.load refuses it otherwise): the cgroup is the lab's by
+    name, the mounts are in the disk's own directory, and the loop devices are found by their backing file (the disk's
+    own, or for a PRIVATE_CAP_KINDS disk the loop device on it), so one attached before its name could be saved goes too.
+    """
+    host = host or Host()
     require_root()
+    check_name(name)
     directory = state_dir / name
-    if not (directory / "state.json").exists():
+    if not os.path.lexists(directory / "state.json"):
         raise LabError(f"no lab disk {name!r} under {state_dir}")
     disk = LabDisk.load(directory)
-    removed = []
-    if "timer" in disk.created and _stop_timer(disk):
+    real = os.path.realpath(directory)
+    removed: list[str] = []
+    unmounted: list[str] = []
+    if "timer" in disk.created and _stop_timer(disk, host):
         removed.append(f"burst timer {disk.timer_pid}")
-    if "cgroup" in disk.created and disk.cgroup and Path(disk.cgroup).exists():
-        cg = Path(disk.cgroup)
+    if disk.cgroup and os.path.isdir(disk.cgroup):
         # the caps lifted first: a stalled disk's queued requests would hold its processes (and the mount) for minutes
-        lift_limits(disk)
-        remove_cgroup(cg)
+        lift_limits(disk, host)
+        remove_cgroup(Path(disk.cgroup), host)
         removed.append(disk.cgroup)
-    if "mount" in disk.created and disk.mountpoint and os.path.ismount(disk.mountpoint):
-        _unmount(disk.mountpoint)
-        removed.append(disk.mountpoint)
-    if "loop" in disk.created and disk.loop_device and _loop_backs(disk.loop_device, disk.lower_device or disk.backing_file):
-        _run("losetup", "-d", disk.loop_device)
-        removed.append(disk.loop_device)
-    if "lower_loop" in disk.created and disk.lower_device and _loop_backs(disk.lower_device, disk.backing_file):
-        _run("losetup", "-d", disk.lower_device)
-        removed.append(disk.lower_device)
-    memory = directory / MEMORY_DIR
-    if "tmpfs" in disk.created and os.path.ismount(memory):
-        _unmount(str(memory))
-        removed.append(str(memory))
-    shutil.rmtree(directory)
-    removed.append(str(directory))
-    return removed
+    mountpoint = os.path.join(real, "mnt")
+    if os.path.ismount(mountpoint):
+        host.unmount(mountpoint)
+        unmounted.append(mountpoint)
+        removed.append(mountpoint)
+    lower = _loops_backed_by(_backing_file(disk.kind, real))
+    upper = [dev for low in lower for dev in _loops_backed_by(low)] if disk.kind in PRIVATE_CAP_KINDS else []
+    for device in upper + lower:
+        host.run("losetup", "-d", device)
+        removed.append(device)
+    memory = os.path.join(real, MEMORY_DIR)
+    if os.path.ismount(memory):
+        host.unmount(memory)
+        unmounted.append(memory)
+        removed.append(memory)
+    left = [m for m in _mounts_under(real) if m not in unmounted]
+    if left:  # rmtree would go into it and delete what is mounted there
+        raise LabError(f"{directory}: {left[0]} is still mounted inside it; not removing it")
+    host.rmtree(directory)
+    return removed + [str(directory)]
 
 
-def _unmount(mountpoint: str) -> None:
-    """Unmount, waiting for exiting processes to let go; lazily as a last resort (the loop then autoclears)."""
-    for _ in range(50):
-        if subprocess.run(["umount", mountpoint], capture_output=True).returncode == 0:
-            return
-        time.sleep(0.2)
-    _run("umount", "--lazy", mountpoint)
+def _loops_backed_by(file: str) -> list[str]:
+    """The loop devices attached to ``file`` (a real path, or a loop device), as the kernel names their backing files;
+    a file deleted under its loop device is named with " (deleted)" after it."""
+    found = []
+    for entry in sorted(Path("/sys/block").glob("loop*/loop/backing_file")):
+        try:
+            backing = entry.read_text().rstrip("\n")
+        except OSError:  # detached meanwhile
+            continue
+        if backing in (file, f"{file} (deleted)"):
+            found.append(f"/dev/{entry.parent.parent.name}")
+    return found
 
 
-def _loop_backs(loop_device: str, backing_file: str) -> bool:
-    """Is ``loop_device`` still attached to our backing file? (never detach someone else's)"""
-    path = Path("/sys/block") / os.path.basename(loop_device) / "loop" / "backing_file"
-    try:
-        return os.path.realpath(path.read_text().strip()) == os.path.realpath(backing_file)
-    except OSError:
-        return False
+def _mounts_under(directory: str) -> list[str]:
+    """Mount points at or inside ``directory`` (a real path), from /proc/self/mountinfo."""
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])  # \040 is a space
+        if point == directory or point.startswith(directory + "/"):
+            points.append(point)
+    return points
 
 
-def down_all(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
-    removed = []
+def down_all(state_dir: Path = DEFAULT_STATE_DIR, host: Host | None = None) -> tuple[list[str], list[str]]:
+    """Every lab disk under ``state_dir`` taken down: (what was removed, one line for each disk that could not be)."""
+    removed: list[str] = []
+    failed: list[str] = []
     if state_dir.exists():
         for directory in sorted(state_dir.iterdir()):
-            if (directory / "state.json").exists():
-                removed += down(directory.name, state_dir)
-    return removed
+            if os.path.lexists(directory / "state.json"):
+                try:
+                    removed += down(directory.name, state_dir, host)
+                except LabError as exc:
+                    failed.append(str(exc))
+                except OSError as exc:
+                    failed.append(f"{directory}: {exc}")
+    return removed, failed
 
 
 def status(state_dir: Path = DEFAULT_STATE_DIR) -> list[LabDisk]:
     if not state_dir.exists():
         return []
-    return [LabDisk.load(d) for d in sorted(state_dir.iterdir()) if (d / "state.json").exists()]
+    return [LabDisk.load(d) for d in sorted(state_dir.iterdir()) if os.path.lexists(d / "state.json")]
 
 
 def join_cgroup(cgroup: str, pid: int | None = None) -> None:
@@ -367,6 +606,7 @@ def join_cgroup(cgroup: str, pid: int | None = None) -> None:
 
 def exec_in(name: str, argv: list[str], state_dir: Path = DEFAULT_STATE_DIR) -> None:
     """Replace this process with ``argv`` inside the lab disk's cgroup."""
+    check_name(name)
     disk = LabDisk.load(state_dir / name)
     if disk.cgroup:
         join_cgroup(disk.cgroup)
