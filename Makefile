@@ -3,10 +3,10 @@ PYTHON ?= python3
 FIOSCOPE_TARGET_DIR ?= /var/tmp/fioscope-target
 export FIOSCOPE_TARGET_DIR
 
-.PHONY: up up-native up-fleet setup test test-slow e2e lint lint-dashboards bench bench-fleet bench-baseline generate check-generated secret add-host
+.PHONY: up up-native up-fleet setup setup-base test test-slow e2e lint lint-dashboards bench bench-fleet bench-baseline generate check-generated secret add-host
 
 # docker compose where a Docker engine runs, the native stack otherwise
-up: setup
+up: setup-base
 	@if docker info >/dev/null 2>&1; then \
 	  $(MAKE) secret && install -d -o 10001 -g 10001 "$(FIOSCOPE_TARGET_DIR)" && docker compose up --build; \
 	else \
@@ -14,22 +14,31 @@ up: setup
 	  $(PYTHON) -m fioscope_mixin.native; \
 	fi
 
-up-native: setup
+up-native: setup-base
 	$(PYTHON) -m fioscope_mixin.native
 
 # the sharded fleet on this machine (README "Past one Prometheus"): SHARDS Prometheus + Thanos sidecars, Thanos Query
-up-fleet: setup
+up-fleet:
+	@scripts/setup.sh thanos
 	$(PYTHON) -m fioscope_mixin.native --shards $(or $(SHARDS),2)
 
+# everything: the packages and every tool built from Go source (CI, e2e, the benches)
 setup:
 	@scripts/setup.sh
 
-# a worker per core (pytest-xdist): most of a test's time is a real component starting or waiting
-test: setup
+# the stack runs Debian's packages and this checkout's Python: nothing built from Go source
+setup-base:
+	@scripts/setup.sh base
+
+# a worker per core (pytest-xdist): most of a test's time is a real component starting or waiting. The Go tools are
+# built behind the tests (promtool 3 first): the tests that need one run last and wait for it (tests/helpers/binaries.py)
+test:
+	@scripts/setup.sh --background tests
 	$(PYTHON) -m pytest -n auto
 
 # real-component tests of 10 s or more (marked slow; CI runs them after `make test`)
-test-slow: setup
+test-slow:
+	@scripts/setup.sh tests
 	$(PYTHON) -m pytest -m slow -n auto
 
 e2e: setup

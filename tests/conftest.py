@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 from helpers import leaks
-from helpers.binaries import require
+from helpers.binaries import order_by_tool, require
 from helpers.processes import Exporter
 
 # every process the suite starts inherits it: what helpers.leaks finds a left-behind process by; one per xdist worker
@@ -24,6 +24,8 @@ def pytest_configure(config):
                                        "the rest of the suite runs beside it)")
     config.addinivalue_line("markers", "slow: real-component tests of 10 s or more (Prometheus backfills, Chromium, captures); "
                                        "not in the default run, run with -m slow (.ci/run does)")
+    config.addinivalue_line("markers", "needs_tool(*tools): tools scripts/setup.sh builds from Go source that the test runs "
+                                       "(make test builds them beside the tests; these tests run last and wait for them)")
 
 
 @pytest.fixture(autouse=True)
@@ -95,7 +97,9 @@ def _scenario_items(items) -> list:
 
 def pytest_collection_modifyitems(session, config, items):
     """The lab scenarios' tests first (their loads run side by side from the first one on), those marked scenario_tail
-    last: the rest of the suite runs while their long loads go on."""
+    last: the rest of the suite runs while their long loads go on. Before that, the tests that need a tool make test
+    builds after those that need none (helpers.binaries.order_by_tool)."""
+    order_by_tool(items)
     scenario = _scenario_items(items)
     if not scenario:
         return

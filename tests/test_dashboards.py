@@ -8,9 +8,11 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
+from helpers.binaries import built
 from helpers.paths import REPO
 
 DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
@@ -197,7 +199,7 @@ LINTER_VERSION = re.search(r"^DASHBOARD_LINTER_VERSION=(\S+)", (REPO / "scripts"
 def dashboard_linter() -> str:
     cache = os.environ.get("FIOSCOPE_LINTER_CACHE") or os.path.expanduser(f"~/.cache/fioscope/dashboard-linter-{LINTER_VERSION}")
     binary = os.path.join(cache, "dashboard-linter")
-    if not os.access(binary, os.X_OK):
+    if not built(Path(binary), "dashboard-linter"):
         if shutil.which("go") is None and not os.environ.get("CI"):
             pytest.skip("no Go toolchain to build Grafana's dashboard linter (scripts/setup.sh)")
         pytest.fail(f"{binary} missing: run scripts/setup.sh")
@@ -209,12 +211,14 @@ def lint(linter: str, dashboard, config=None) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.needs_tool("dashboard-linter")
 @pytest.mark.parametrize("dashboard", DASHBOARDS, ids=lambda p: p.name)
 def test_dashboards_pass_grafanas_linter(dashboard_linter, dashboard):
     proc = lint(dashboard_linter, dashboard)
     assert proc.returncode == 0, re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
 
 
+@pytest.mark.needs_tool("dashboard-linter")
 def test_linter_exclusions_each_have_a_reason_and_the_linter_can_fail(dashboard_linter, tmp_path):
     config = yaml.safe_load((REPO / "dashboards" / ".lint").read_text())
     for rule, entry in config["exclusions"].items():

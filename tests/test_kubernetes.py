@@ -25,7 +25,7 @@ import yaml
 from fioscope_mixin.kubernetes import kubernetes_settings
 from fioscope_mixin.prometheus import RULE_FILES
 from fioscope_mixin.settings import load_settings
-from helpers.binaries import require, rule_tests_for
+from helpers.binaries import built, require, rule_tests_for
 from helpers.paths import REPO
 
 DEPLOY = REPO / "deploy" / "kubernetes"
@@ -37,6 +37,9 @@ KUBERNETES_VERSION = "1.32.0"  # the API the manifests target; kubernetes-valida
 CRD_GROUP = "monitoring.coreos.com"
 # job names of the stack -> as kube-prometheus (node-exporter) and kube-prometheus-stack (kube-etcd) scrape them
 KUBE_JOBS = {"node": "node-exporter", "etcd": "kube-etcd"}
+# kustomize and the CRDs: make test builds them behind the tests (scripts/setup.sh --tests)
+pytestmark = pytest.mark.needs_tool("kustomize")
+KUSTOMIZE = K8S_CACHE / "bin" / "kustomize"
 
 
 def _needed(present: bool, what: str) -> None:
@@ -50,12 +53,11 @@ def _needed(present: bool, what: str) -> None:
 
 @pytest.fixture(scope="module")
 def kustomize() -> str:
-    cached = K8S_CACHE / "bin" / "kustomize"
-    if cached.is_file():
-        return str(cached)
+    if built(KUSTOMIZE, "kustomize"):
+        return str(KUSTOMIZE)
     if shutil.which("kustomize"):
         return require("kustomize")
-    _needed(False, f"kustomize ({cached})")
+    _needed(False, f"kustomize ({KUSTOMIZE})")
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +141,7 @@ _CrdLoader.yaml_implicit_resolvers = {
 def crd_schemas() -> dict[str, dict]:
     """{group/version/Kind: openAPIV3Schema} of the kinds deploy/kubernetes uses (the big CRDs are slow to read)."""
     directory = K8S_CACHE / f"prometheus-operator-{PROMETHEUS_OPERATOR_VERSION}"
+    built(KUSTOMIZE, "kustomize")  # the CRDs come in kustomize's build: waited for with it
     _needed(any(directory.glob("*.yaml")), f"prometheus-operator {PROMETHEUS_OPERATOR_VERSION} CRDs ({directory})")
     schemas = {}
     for plural in ("servicemonitors", "podmonitors", "prometheusrules"):

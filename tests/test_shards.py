@@ -8,14 +8,13 @@ tests/test_e2e_shards.py.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 import yaml
 from fioscope_mixin import prometheus
 from fioscope_mixin.settings import SettingsError, load_settings
 from fioscope_mixin.stack import shard_of
-from helpers.binaries import require
+from helpers.binaries import PROMETHEUS3_DIR, built, require
 from helpers.cli import run
 from helpers.fleet import run_hosts
 from helpers.net import free_port, wait_for
@@ -95,9 +94,10 @@ def test_a_host_added_while_the_shards_run_lands_on_exactly_one_shard(tmp_path):
             prom.stop()
 
 
-PROMTOOL_3 = Path.home() / ".cache" / "fioscope" / "prometheus-v0.316.0" / "promtool"
+PROMTOOL_3 = PROMETHEUS3_DIR / "promtool"
 
 
+@pytest.mark.needs_tool("promtool3")
 def test_native_histograms_with_custom_buckets_are_an_option_of_the_fioscope_job_for_prometheus_3(tmp_path):
     def jobs(*overrides: str) -> dict[str, dict]:
         config = yaml.safe_load(prometheus.render(load_settings(list(overrides)))["provisioning/prometheus/prometheus.yml"])
@@ -107,7 +107,7 @@ def test_native_histograms_with_custom_buckets_are_an_option_of_the_fioscope_job
     assert not any("convert_classic_histograms_to_nhcb" in job for job in jobs().values())
     on = jobs("stack.convert_classic_histograms_to_nhcb=true")
     assert [name for name, job in on.items() if job.get("convert_classic_histograms_to_nhcb") is True] == ["fioscope"]
-    if not os.access(PROMTOOL_3, os.X_OK):
+    if not built(PROMTOOL_3, "promtool3"):
         pytest.skip(f"{PROMTOOL_3}: Prometheus 3 not built")
     for rel, text in prometheus.render(load_settings(["stack.convert_classic_histograms_to_nhcb=true", "fleet.shards=2"])).items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -117,6 +117,7 @@ def test_native_histograms_with_custom_buckets_are_an_option_of_the_fioscope_job
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.needs_tool("prometheus3")
 def test_concurrent_rule_evaluation_is_an_option_of_the_native_stack_that_prometheus_3_runs(tmp_path, monkeypatch):
     """stack.concurrent_rule_eval, stack.samples_per_chunk and stack.gogc: the native stack starts its Prometheus with
     --enable-feature=concurrent-rule-eval and --storage.tsdb.samples-per-chunk and writes runtime.gogc in its
@@ -132,7 +133,7 @@ def test_concurrent_rule_evaluation_is_an_option_of_the_native_stack_that_promet
             with pytest.raises(SystemExit, match=f"stack.{key}: expected"):
                 NativeStack(tmp_path / "bad", [f"stack.{key}={bad}"])
     prometheus_3 = PROMTOOL_3.parent / "prometheus"
-    if not os.access(prometheus_3, os.X_OK):
+    if not built(prometheus_3, "prometheus3"):
         pytest.skip(f"{prometheus_3}: Prometheus 3 not built")
     monkeypatch.setenv("PATH", f"{prometheus_3.parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("GOGC", raising=False)  # Prometheus takes the environment's as its default
