@@ -3,7 +3,17 @@
 Real node_exporter, Prometheus, Alertmanager (alerts delivered to a webhook this test
 listens on), the fioscope exporter running its schedule, a real etcd. Intervals, windows
 and `for:` durations are shortened through alerts/config.yaml overrides (helpers.lab.E2E_SETTINGS).
-Figures are printed (run with -s) for the closing note.
+Figures are printed (run with -s) for the closing note. The dashboards' disk is a lab scenario
+(tests/helpers/scenarios.py): its fioscope jobs run beside the other scenarios, on the 5 s stack they share.
+
+What once had a lab stack of its own here and is proven elsewhere (no two e2e tests prove the same thing):
+- a disk capped at 700 + 300 IOPS under a 10x cloud-sla-70-30 pages FioscopeDiskThrottledUnderFioLoad within 2 minutes
+  at util > 0.9: tests/test_e2e_reports.py's live diagnosis (the same disk, load and stack); under a 2x overload: the
+  dashboards test below;
+- a healthy disk saturated by rand-read-iops pages nothing: the live diagnosis' healthy disk (the same load, 90 s);
+  raw fio loads on healthy disks: tests/test_e2e_detection.py's controls;
+- `fioscope run etcd-wal` passing on a healthy disk and failing with FioscopeFsyncTooSlowForEtcd on a slow-fsync one:
+  the real-etcd test, which runs it on both disks after etcd.
 """
 
 from __future__ import annotations
@@ -24,18 +34,24 @@ import pytest
 from helpers.cli import fioscope
 from helpers.dashboard_queries import dashboard_queries, substitute
 from helpers.iostat import agree, print_table, sample_agreement
-from helpers.lab import CAP_SCRAPE_INTERVAL, THROTTLE, lab_stack, lab_state, require_root_lab
+from helpers.lab import THROTTLE, lab_stack, lab_state, require_root_lab
 from helpers.net import free_port, wait_for
 from helpers.paths import REPO
 from helpers.prometheus import PromClient
+from helpers.scenarios import Run, Scenario, timeline
 
 pytestmark = pytest.mark.e2e
 
-@pytest.fixture(scope="module", autouse=True)
-def leaves_nothing_behind():
+@pytest.fixture(autouse=True)
+def leaves_nothing_behind(request):
+    """Each test leaves no loop device, lab cgroup or mount; the scenario lab's test is checked by the lab itself, once
+    it is taken down (ScenarioLab.close)."""
     require_root_lab()
     from fioscope import lab
 
+    if "scenario_lab" in request.fixturenames:
+        yield
+        return
     loops, cgroups, mounts = lab_state()
     yield
     loops_after, cgroups_after, mounts_after = lab_state()
@@ -47,78 +63,6 @@ def leaves_nothing_behind():
 
 def firing(prom: PromClient, names=THROTTLE) -> list[dict]:
     return [r["metric"] for r in prom.query('ALERTS{alertstate="firing"}') if r["metric"]["alertname"] in names]
-
-
-def disk_figures(prom: PromClient, device: str) -> str:
-    parts = []
-    for label, series, fmt in (("IOPS", "fioscope:disk_iops", "{:.0f}"), ("util", "fioscope:disk_util_ratio", "{:.2f}"),
-                               ("aqu-sz", "fioscope:disk_queue_size", "{:.1f}"), ("await", "fioscope:disk_await_seconds", "{:.4f} s")):
-        value = prom.value(f'{series}{{device="{device}"}}')
-        parts.append(f"{label} {fmt.format(value) if value is not None else 'n/a'}")
-    return ", ".join(parts)
-
-
-@pytest.mark.parametrize("overload", [2, 10])
-def test_capped_disk_fires_throttling_alert(tmp_path, overload):
-    env = {"READ_IOPS": str(700 * overload), "WRITE_IOPS": str(300 * overload), "RUNTIME": "150", "SIZE": "512m"}
-    disks = {"capped": {"kind": "throttled", "limits": {"read_iops": 700, "write_iops": 300, "independent": True}}}
-    schedule = [{"job": "cloud-sla-70-30", "target": "capped", "start_delay": "3s", "env": env}]
-    with lab_stack(tmp_path, disks, schedule, scrape_interval=CAP_SCRAPE_INTERVAL) as (made, stack, webhook, prom):
-        device = made["capped"].device_name
-        start = wait_for(lambda: prom.value('fio_run_start_timestamp_seconds{jobname="cloud-sla-70-30"} and on (jobname) fio_run_running == 1'),
-                         30, what="the load to start")
-        fired = wait_for(lambda: webhook.first("FioscopeDiskThrottledUnderFioLoad", device=device), 150, interval=0.5,
-                         what="the throttling alert at Alertmanager's webhook")
-        fio_iops = prom.value('sum(fio_iops{jobname="cloud-sla-70-30"})') or 0.0
-        print(f"\n[capped {overload}x] throttling alert at Alertmanager {fired - start:.0f} s after load start; {disk_figures(prom, device)}; "
-              f"live fio IOPS {fio_iops:.0f} (cap 1000)")
-        assert fired - start <= 120
-        assert prom.value(f'fioscope:disk_util_ratio{{device="{device}"}}') > 0.9
-
-
-def test_healthy_saturated_disk_does_not_fire(tmp_path):
-    # 8 jobs x 128m fits the 2G lab disk
-    schedule = [{"job": "rand-read-iops", "target": "fast", "start_delay": "2s", "env": {"RUNTIME": "90", "SIZE": "128m"}}]
-    # the capped test's interval: a control is judged where the cap is seen
-    with lab_stack(tmp_path, {"fast": {"kind": "healthy"}}, schedule, scrape_interval=CAP_SCRAPE_INTERVAL) as (made, stack, webhook, prom):
-        device = made["fast"].device_name
-        wait_for(lambda: prom.value('fio_run_running{jobname="rand-read-iops"}') == 1, 30, what="load start")
-        peak = {"util": 0.0, "iops": 0.0, "await": 0.0, "queue": 0.0}
-        while prom.value('fio_run_running{jobname="rand-read-iops"}') == 1:
-            assert not firing(prom), f"throttling alert on a healthy disk: {firing(prom)}"
-            for key, series in (("util", "fioscope:disk_util_ratio"), ("iops", "fioscope:disk_iops"),
-                                ("await", "fioscope:disk_await_seconds"), ("queue", "fioscope:disk_queue_size")):
-                peak[key] = max(peak[key], prom.value(f'{series}{{device="{device}"}}') or 0.0)
-            time.sleep(2)
-        assert not any(webhook.first(name) for name in THROTTLE)
-        others = sorted(webhook.names())
-        print(f"\n[healthy saturated] no throttling alert; peaks: util {peak['util']:.2f}, IOPS {peak['iops']:.0f}, "
-              f"aqu-sz {peak['queue']:.1f}, await {peak['await'] * 1000:.2f} ms; other alerts delivered: {others or 'none'}")
-        assert peak["iops"] > 1000 and peak["util"] > 0.5  # it was really loaded
-        assert "FioscopeFioRunFailed" not in others
-
-
-def test_etcd_wal_on_slow_and_healthy_disk(tmp_path):
-    # the healthy disk on memory: a loop file on the host's disk inherits its fsync tail (21.9 ms p99 on a CI host once)
-    disks = {"slow": {"kind": "slow-fsync"}, "fast": {"kind": "ram"}}
-    with lab_stack(tmp_path, disks) as (made, stack, webhook, prom):
-        results = str(tmp_path / "results")
-        config = str(tmp_path / "fioscope.yaml")
-        ok = fioscope("run", "etcd-wal", "--config.file", config, "--target", "fast", "--results.dir", results, "--env", "SIZE=2m", timeout=900)
-        assert ok.returncode == 0 and "fdatasync p99" in ok.stdout and ": pass" in ok.stdout, ok.stdout + ok.stderr
-        wait_for(lambda: prom.value('fio_runs_total{jobname="etcd-wal"}') == 1, 20, what="healthy result scraped")
-        time.sleep(5)
-        assert not firing(prom, ("FioscopeFsyncTooSlowForEtcd",)), "fsync alert on the healthy disk"
-        started = time.time()
-        slow = fioscope("run", "etcd-wal", "--config.file", config, "--target", "slow", "--results.dir", results, "--env", "SIZE=1m",
-                        timeout=900)
-        assert slow.returncode == 1 and "FAIL" in slow.stdout, slow.stdout + slow.stderr
-        fired = wait_for(lambda: webhook.first("FioscopeFsyncTooSlowForEtcd", jobname="etcd-wal"), 60, what="fsync alert")
-        def verdict(out: str) -> str:
-            return next(line.strip() for line in out.splitlines() if "fdatasync p99" in line)
-
-        print(f"\n[etcd-wal] healthy: {verdict(ok.stdout)} | slow: {verdict(slow.stdout)}; "
-              f"fsync alert at Alertmanager {fired - started:.0f} s after the slow run started")
 
 
 def test_recording_rules_agree_with_iostat_on_throttled_disk(tmp_path):
@@ -150,6 +94,9 @@ def etcd_put_load(url: str, stop: threading.Event, rate: float = 50.0) -> None:
 
 @pytest.mark.parametrize("kind", ["slow-fsync", "ram"])  # ram: healthy whatever the host's own disk does
 def test_real_etcd_against_fio_etcd_wal(tmp_path, kind):
+    """A real etcd's WAL fsync p99 and its alert, then `fioscope run etcd-wal` on the same disk: its verdict (pass,
+    exit 0 / FAIL, exit 1) and FioscopeFsyncTooSlowForEtcd at the webhook for the slow disk only (the healthy disk a
+    `ram` one: a loop file on the host's disk inherits its fsync tail, 21.9 ms p99 on a CI host once)."""
     with lab_stack(tmp_path, {"disk": {"kind": kind}}) as (made, stack, webhook, prom):
         disk = made["disk"]
         client = stack.url("etcd")
@@ -172,61 +119,113 @@ def test_real_etcd_against_fio_etcd_wal(tmp_path, kind):
             stop.set()
             os.killpg(etcd.pid, signal.SIGTERM)
             etcd.wait(30)
+        slow = kind == "slow-fsync"
+        fio_started = time.time()
         fio = fioscope("run", "etcd-wal", "--config.file", str(tmp_path / "fioscope.yaml"), "--target", "disk",
                        "--results.dir", str(tmp_path / "results"), "--env", "SIZE=1m", timeout=900)
-        assert fio.returncode in (0, 1) and "fdatasync p99" in fio.stdout, fio.stdout + fio.stderr
+        assert fio.returncode == (1 if slow else 0) and "fdatasync p99" in fio.stdout, fio.stdout + fio.stderr
+        assert ("FAIL" if slow else ": pass") in fio.stdout, fio.stdout
         fio_p99 = wait_for(lambda: prom.value('fio_run_latency_seconds{jobname="etcd-wal",ddir="sync",stage="lat",quantile="0.99"}'),
                            20, what="fio result")
+        if slow:
+            fsync_alert = wait_for(lambda: webhook.first("FioscopeFsyncTooSlowForEtcd", jobname="etcd-wal"), 60,
+                                   what="the fsync alert at the webhook") - fio_started
+        else:
+            time.sleep(5)  # an evaluation after the result was scraped
+            assert not firing(prom, ("FioscopeFsyncTooSlowForEtcd",)) and not webhook.first("FioscopeFsyncTooSlowForEtcd"), \
+                "fsync alert on the healthy disk"
+        verdict = next(line.strip() for line in fio.stdout.splitlines() if "fdatasync p99" in line)
         print(f"\n[etcd on {kind}] etcd WAL fsync p99 {etcd_p99 * 1000:.2f} ms, fioscope etcd-wal fdatasync p99 {fio_p99 * 1000:.2f} ms, "
-              f"ratio etcd/fio {etcd_p99 / fio_p99:.2f}; etcd fsync alert: {'fired' if alert else 'silent'}")
-        if kind == "slow-fsync":
+              f"ratio etcd/fio {etcd_p99 / fio_p99:.2f}; etcd fsync alert: {'fired' if alert else 'silent'}; etcd-wal: {verdict}"
+              + (f"; fsync alert at Alertmanager {fsync_alert:.0f} s after the run started" if slow else ""))
+        if slow:
             assert alert and etcd_p99 > 0.010 and fio_p99 > 0.010
         else:
             assert not alert and etcd_p99 < 0.010 and fio_p99 < 0.010
 
 
-def test_every_dashboard_query_returns_data_during_a_run(tmp_path):
-    disks = {"capped": {"kind": "throttled", "limits": {"read_iops": 700, "write_iops": 300, "independent": True}}}
-    schedule = [
-        {"job": "iodepth-sweep", "target": "capped", "start_delay": "1s", "env": {"RUNTIME": "2", "SIZE": "32m"}},
+CAP_LIMITS = {"read_iops": 700, "write_iops": 300, "independent": True}  # the throttled kind's caps, declared
+OVERLOAD = "cloud-sla-70-30"
+ALERT = "FioscopeDiskThrottledUnderFioLoad"
+SETTLE = 70  # the panels are asked this long into the overload: a whole rate window (1m) of it, and a scrape
+
+
+def overload_shown(run: Run) -> bool:
+    """The 2x overload has run SETTLE seconds (after the sweep, the light load and etcd-wal), its alert firing and its
+    ceiling recorded: the moment the dashboards are asked."""
+    prom, t, dev = run.stacks["5s"].prom, f'target="{run.disk.name}"', f'device="{run.disk.device_name}"'
+    try:
+        # max: the running job's series (no hostname yet) beside the finished runs' (fio's hostname)
+        if prom.value(f'max(fio_runs_total{{{t},jobname="etcd-wal"}})') != 1 or prom.value(f'max(fio_run_running{{{t},jobname="{OVERLOAD}"}})') != 1:
+            return False
+        start = prom.value(f'max(fio_run_start_timestamp_seconds{{{t},jobname="{OVERLOAD}"}})') or time.time()
+        return (time.time() >= start + SETTLE and bool(prom.query(f'ALERTS{{alertname="{ALERT}",alertstate="firing",{dev}}}'))
+                and bool(prom.query(f"fioscope:disk_ceiling{{{dev}}}")))
+    except OSError:  # a query that failed is "not yet": asked again half a second later
+        return False
+
+
+DASHBOARDS = "e2e: every dashboard query, a 2x overload after a sweep, a light load and etcd-wal"
+# The disk's fioscope jobs, run by the 5 s stack's exporter from its start beside the other lab scenarios (all capped:
+# cheap), its target declaring the caps and an SLA (the panels that show them).
+SCENARIOS = {DASHBOARDS: Scenario(
+    "throttled", [], 600, target={"sla_latency": "30ms", "limits": CAP_LIMITS}, gate=False,
+    stop=overload_shown, schedule=[
+        {"job": "iodepth-sweep", "start_delay": "1s", "env": {"RUNTIME": "2", "SIZE": "32m"}},
         # light load first, two minutes: the device's normal await exists (the baseline, 20 s averages here, each
         # recorded 20 s late and only once every scrape of the 60 s since is unsaturated: the sweep's deep queues end
         # just before, and a one-minute light load never had a whole unsaturated minute plus the averaged 20 s)
-        {"job": "cloud-sla-70-30", "target": "capped", "start_delay": "2s",
-         "env": {"RUNTIME": "120", "SIZE": "64m", "READ_IOPS": "20", "WRITE_IOPS": "10"}},
-        {"job": "etcd-wal", "target": "capped", "start_delay": "3s", "env": {"SIZE": "1m"}},
-        {"job": "cloud-sla-70-30", "target": "capped", "start_delay": "4s",
-         "env": {"RUNTIME": "150", "SIZE": "256m", "READ_IOPS": "2100", "WRITE_IOPS": "900"}},
-    ]
-    with lab_stack(tmp_path, disks, schedule, scrape_interval=CAP_SCRAPE_INTERVAL) as (made, stack, webhook, prom):
-        device = made["capped"].device_name
-        wait_for(lambda: prom.value('fio_runs_total{jobname="etcd-wal"}') == 1 and prom.value('fio_run_running{jobname="cloud-sla-70-30"}') == 1,
-                 300, interval=1, what="sweep, light run and etcd-wal done; overload running")
-        overload_start = time.time()
-        # the sweep's deep queues may have paged already, and an alert keeps firing 3 minutes past its condition (one alert
-        # per episode): the overload's page may be the sweep's alert still firing. Wait until the alert fires and the
-        # overload's own ceiling is recorded (the panels are asked over the overload run)
-        fire = "FioscopeDiskThrottledUnderFioLoad"
-        wait_for(lambda: prom.query(f'ALERTS{{alertname="{fire}",alertstate="firing",device="{device}"}}')
-                 and prom.query(f'fioscope:disk_ceiling{{device="{device}"}}') and time.time() > overload_start + 20,
-                 120, interval=1, what="throttling alert and ceiling of the overload run (for the alerts panel)")
-        values = {"datasource": "", "host": ".*", "instance": ".*", "device": device, "jobname": ".*", "baseline": "capped",
-                  "candidate": "capped", "__rate_interval": "1m"}
-        queries = [(dashboard, title, substitute(expr, values), instant) for dashboard, title, expr, instant in dashboard_queries()]
+        {"job": OVERLOAD, "start_delay": "2s", "env": {"RUNTIME": "120", "SIZE": "64m", "READ_IOPS": "20", "WRITE_IOPS": "10"}},
+        {"job": "etcd-wal", "start_delay": "3s", "env": {"SIZE": "1m"}},
+        # long enough that the scenario lab's own start (its disks' normals learnt) cannot outlast it
+        {"job": OVERLOAD, "start_delay": "4s", "env": {"RUNTIME": "400", "SIZE": "256m", "READ_IOPS": "1400", "WRITE_IOPS": "600"}},
+    ])}
 
-        def shows_data(expr: str, instant: bool) -> bool:
-            """What the panel shows now, over the overload run so far (a dashboard open on the last minutes)."""
-            return bool(prom.query(expr) if instant else prom.query_range(expr, overload_start - 5, time.time(), 1))
 
-        empty = [q for q in queries if not shows_data(q[2], q[3])]
-        print(f"\n[dashboards] {len(queries) - len(empty)} of {len(queries)} panel queries returned data during the run")
-        empty = [f"{dashboard}: {title}: {expr}" for dashboard, title, expr, _ in empty]
-        assert not empty, "\n".join(empty)
-        # etcd-wal ran once: its histogram started at zero, so the across-runs p99 is a number, not NaN
-        [across_runs] = [expr for _, title, expr, _ in queries if title.startswith("fdatasync p99") and "histogram_quantile" in expr]
-        p99 = [float(r["value"][1]) for r in prom.query(across_runs)]
-        print(f"[dashboards] fdatasync p99 across runs after the first etcd-wal run: {p99}")
-        assert p99 and all(math.isfinite(v) and v > 0 for v in p99), p99
+@pytest.mark.parametrize("scenario", [DASHBOARDS])
+def test_every_dashboard_query_returns_data_during_a_run(scenario_lab, scenario):
+    """Every panel query of every dashboard returns data while a 2x overload (cloud-sla-70-30 at 1,400 + 600 IOPS) runs
+    on a disk capped at 700 + 300, whose alert fires and ceiling is recorded within 2 minutes, at util > 0.9, and pages
+    (the 10x overload: tests/test_e2e_reports.py's live diagnosis)."""
+    run = scenario_lab.finished(scenario)
+    prom, webhook, device = run.stacks["5s"].prom, run.stacks["5s"].webhook, run.disk.device_name
+    at = run.end  # the moment overload_shown held: the overload still running, the panels asked as of then
+    overload_start = prom.value(f'max(fio_run_start_timestamp_seconds{{target="{run.disk.name}",jobname="{OVERLOAD}"}})', at=at)
+    assert overload_start, f"no overload run\n{timeline(run, '5s')}"
+    # the sweep's deep queues may have paged already, and an alert keeps firing 3 minutes past its condition (one alert
+    # per episode): the overload's page may be the sweep's alert still firing. The alert firing and the overload's own
+    # ceiling recorded (20 s of it at least) within 2 minutes of its start
+    alert_firing = f'ALERTS{{alertname="{ALERT}",alertstate="firing",device="{device}"}}'
+    carried = bool(prom.query(alert_firing, at=overload_start))
+    both = prom.query_range(f'max({alert_firing}) and max(fioscope:disk_ceiling{{device="{device}"}})',
+                            overload_start + 20, overload_start + 120, 1)
+    shown = min((float(t) for one in both for t, _ in one["values"]), default=None)
+    assert shown, f"no {ALERT} and ceiling within 120 s of the overload's start\n{timeline(run, '5s')}"
+    paged = [t for t, a in webhook.received if a["labels"].get("alertname") == ALERT and a["labels"].get("device") == device
+             and (carried or overload_start <= t <= overload_start + 120)]
+    util = prom.value(f'fioscope:disk_util_ratio{{device="{device}"}}', at=at) or 0.0
+    print(f"\n[dashboards] 2x overload: alert and ceiling {shown - overload_start:.0f} s after its start; {ALERT} at the webhook "
+          + ("before the overload (the sweep's, still firing)" if carried else f"{paged[0] - overload_start:.0f} s after its start" if paged else "never")
+          + f"; util {util:.2f}")
+    assert paged, f"no {ALERT} at the webhook"
+    assert util > 0.9
+    values = {"datasource": "", "host": ".*", "instance": ".*", "device": device, "jobname": ".*", "baseline": run.disk.name,
+              "candidate": run.disk.name, "__rate_interval": "1m"}
+    queries = [(dashboard, title, substitute(expr, values), instant) for dashboard, title, expr, instant in dashboard_queries()]
+
+    def shows_data(expr: str, instant: bool) -> bool:
+        """What the panel showed then, over the overload run so far (a dashboard open on the last minutes)."""
+        return bool(prom.query(expr, at=at) if instant else prom.query_range(expr, overload_start - 5, at, 1))
+
+    empty = [q for q in queries if not shows_data(q[2], q[3])]
+    print(f"[dashboards] {len(queries) - len(empty)} of {len(queries)} panel queries returned data during the run")
+    empty = [f"{dashboard}: {title}: {expr}" for dashboard, title, expr, _ in empty]
+    assert not empty, "\n".join(empty)
+    # etcd-wal ran once: its histogram started at zero, so the across-runs p99 is a number, not NaN
+    [across_runs] = [expr for _, title, expr, _ in queries if title.startswith("fdatasync p99") and "histogram_quantile" in expr]
+    p99 = [float(r["value"][1]) for r in prom.query(across_runs, at=at)]
+    print(f"[dashboards] fdatasync p99 across runs after the first etcd-wal run: {p99}")
+    assert p99 and all(math.isfinite(v) and v > 0 for v in p99), p99
 
 
 def test_lab_down_after_a_crash_never_touches_foreign_devices(tmp_path):

@@ -2,7 +2,9 @@
 
 A diagnosis report from the live native stack over a throttled disk under overload and a
 healthy one, opened in headless Chromium; a performance report from a real sweep on a lab
-disk; a comparison of capped against uncapped.
+disk; a comparison of capped against uncapped. The live diagnosis' stack also proves the live alerts on its disks (the
+capped disk's 10x overload pages within 2 minutes; the healthy disk saturated by rand-read-iops pages nothing): one
+stack for what tests/test_e2e.py once checked on two stacks of its own.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 from fioscope_mixin.units import parse_duration
 from helpers.cli import fioscope
-from helpers.lab import CAP_SCRAPE_INTERVAL, lab_stack, require_root_lab
+from helpers.lab import CAP_SCRAPE_INTERVAL, THROTTLE, lab_stack, require_root_lab
 from helpers.net import wait_for
 from helpers.report_page import rendered
 from helpers.scenarios import device_timeline
@@ -39,21 +41,46 @@ def test_diagnosis_report_from_the_live_stack(tmp_path):
     schedule = [
         {"job": "cloud-sla-70-30", "target": "reports-capped", "start_delay": "3s",
          "env": {"READ_IOPS": "7000", "WRITE_IOPS": "3000", "RUNTIME": "90", "SIZE": "512m"}},
-        {"job": "rand-read-iops", "target": "reports-fast", "start_delay": "100s", "env": {"RUNTIME": "40", "SIZE": "128m"}},
+        # 8 jobs x 128m fits the 2G lab disk; 90 s: a healthy disk saturated as long as the overload ran
+        {"job": "rand-read-iops", "target": "reports-fast", "start_delay": "100s", "env": {"RUNTIME": "90", "SIZE": "128m"}},
     ]
     # scraped every 5 s, as every test that needs the cap seen as a ceiling (lab_stack): at 1 s the 700/s cap's 100 ms
     # slices read +/-10 % on some kernels, and CI's report once found no ceiling (no alert) on the capped disk
-    with lab_stack(tmp_path, disks, schedule, scrape_interval=CAP_SCRAPE_INTERVAL) as (made, stack, _, prom):
+    with lab_stack(tmp_path, disks, schedule, scrape_interval=CAP_SCRAPE_INTERVAL) as (made, stack, webhook, prom):
         start = time.time()
-        wait_for(lambda: prom.value('fio_run_running{jobname="rand-read-iops"}') == 1, 180, what="the healthy disk's load")
-        wait_for(lambda: prom.value('fio_run_running{jobname="rand-read-iops"}') == 0, 120, what="the end of the healthy load")
+        capped, fast = made["reports-capped"].device_name, made["reports-fast"].device_name
+        # the live stack pages the capped disk under its 10x overload within 2 minutes of the load's start
+        load_start = wait_for(lambda: prom.value('fio_run_start_timestamp_seconds{jobname="cloud-sla-70-30"} and on (jobname) '
+                                                 'fio_run_running == 1'), 30, what="the capped disk's load")
+        fired = wait_for(lambda: webhook.first("FioscopeDiskThrottledUnderFioLoad", device=capped), 150, interval=0.5,
+                         what="the throttling alert at Alertmanager's webhook")
+        util = prom.value(f'fioscope:disk_util_ratio{{device="{capped}"}}') or 0.0
+        print(f"\n[capped 10x] throttling alert at Alertmanager {fired - load_start:.0f} s after load start; util {util:.2f}")
+        assert fired - load_start <= 120
+        assert util > 0.9
+        fast_start = wait_for(lambda: prom.value('fio_run_running{jobname="rand-read-iops"}') == 1 and time.time(), 180,
+                              what="the healthy disk's load")
+        wait_for(lambda: prom.value('fio_run_running{jobname="rand-read-iops"}') == 0, 150, what="the end of the healthy load")
         time.sleep(5)
+        # the healthy disk saturated pages nothing (every evaluation of its run, and the webhook), and it was loaded
+        fast_end = time.time()
+        throttle = "|".join(THROTTLE)
+        flagged = prom.query_range(f'ALERTS{{alertname=~"{throttle}",alertstate="firing",device="{fast}"}}', fast_start, fast_end, 1)
+        peaks = {key: prom.value(f'max_over_time({series}{{device="{fast}"}}[{fast_end - fast_start:.0f}s])') or 0.0
+                 for key, series in (("util", "fioscope:disk_util_ratio"), ("iops", "fioscope:disk_iops"),
+                                     ("await", "fioscope:disk_await_seconds"), ("queue", "fioscope:disk_queue_size"))}
+        delivered = sorted(webhook.names())
+        print(f"[healthy saturated] peaks: util {peaks['util']:.2f}, IOPS {peaks['iops']:.0f}, aqu-sz {peaks['queue']:.1f}, "
+              f"await {peaks['await'] * 1000:.2f} ms; alerts delivered: {delivered or 'none'}")
+        assert not flagged and not [a for _, a in webhook.received if a["labels"].get("device") == fast
+                                    and a["labels"].get("alertname") in THROTTLE], f"throttling alert on a healthy disk: {flagged}"
+        assert peaks["iops"] > 1000 and peaks["util"] > 0.5  # it was really loaded
+        assert "FioscopeFioRunFailed" not in delivered
         out = tmp_path / "diagnosis"
         proc = fioscope("report", "--prometheus.url", stack.url("prometheus"), "--from", f"{start - 30:.0f}", "--to", f"{time.time():.0f}",
                         "--output", str(out), "--pdf")
         assert proc.returncode == 0, proc.stderr
         page = rendered(out, tmp_path)
-        capped, fast = made["reports-capped"].device_name, made["reports-fast"].device_name
         [throttled] = page.of("throttled", device=capped)
         print(f"\n[report] capped {capped}: {throttled['text']}")
         assert throttled["data-ok"] == "false", device_timeline(prom, capped, start, time.time(), 5, window="short",

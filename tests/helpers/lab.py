@@ -137,14 +137,17 @@ def lab_stack(tmp_path: Path, disks: dict[str, dict], schedule: list[dict] | Non
         made = {name: up(spec["kind"], name) for name, spec in disks.items()}
         targets = [{"name": name, "directory": d.mountpoint, "cgroup": d.cgroup, "sla_latency": "30ms",
                     **({"limits": disks[name]["limits"]} if "limits" in disks[name] else {})} for name, d in made.items()]
-        config = config_with_targets(tmp_path / "fioscope.yaml", targets)
-        if schedule:
-            data = yaml.safe_load(config.read_text())
-            data["schedule"] = schedule
-            config.write_text(yaml.safe_dump(data))
+        config = with_schedule(config_with_targets(tmp_path / "fioscope.yaml", targets), schedule or [])
         overrides = e2e_overrides(webhook.url, extra=E2E_SETTINGS, scrape_interval=scrape_interval)
         with started(NativeStack(tmp_path / "stack", overrides, fioscope_config=config)) as stack:
             yield made, stack, webhook, PromClient(stack.url("prometheus"))
+
+
+def with_schedule(config: Path, schedule: list[dict]) -> Path:
+    """The fioscope config file ``config`` with ``schedule`` (its exporter runs those jobs from its start), if any."""
+    if schedule:
+        config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "schedule": schedule}))
+    return config
 
 
 @contextlib.contextmanager

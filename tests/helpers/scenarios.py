@@ -1,6 +1,7 @@
 """Lab scenarios side by side: every scenario's lab disk and load at once, watched by one native stack per scrape interval.
 
-A scenario is a lab disk, the fio load an application puts on it (inside the disk's cgroup) and when that load stops.
+A scenario is a lab disk, the fio load an application puts on it (inside the disk's cgroup) and when that load stops;
+or fioscope's own jobs on it (``schedule``: its stack's exporter runs them, from the stack's start, as a user's schedule).
 Test modules declare theirs in a module-level ``SCENARIOS`` dict and parametrize their tests with ``scenario`` (its
 key); the session's ``scenario_lab`` fixture starts the scenarios of every collected test together, under one stack per
 interval each scenario names (several intervals: one disk watched by each stack, as in the envelope's pairs), and each
@@ -40,6 +41,7 @@ from helpers.lab import (
     started,
     stop_fio,
     webhook_receiver,
+    with_schedule,
 )
 from helpers.native_stack import NativeStack
 from helpers.net import wait_for
@@ -73,6 +75,10 @@ class Scenario:
     cap_after: float | None = None  # burst-then-cap: the caps written this long after the load started
     size: str = "2G"
     twin: Scenario | None = None  # an uncapped twin under the same load: scenario "<key> | twin"
+    # fioscope schedule entries on this disk's target (job, start_delay, env), run by its stack's exporter inside the
+    # disk's cgroup from the stack's start (one interval only: each stack has an exporter of its own)
+    schedule: list[dict] = field(default_factory=list)
+    target: dict = field(default_factory=dict)  # more of its fioscope target's fields (sla_latency, limits)
 
 
 @dataclass
@@ -156,7 +162,12 @@ class ScenarioLab:
             mine = [key for key, sc in self.scenarios.items() if interval in sc.intervals]
             tmp = self.root / f"stack-{interval}"
             tmp.mkdir()
-            config = config_with_targets(tmp / "fioscope.yaml", [{"name": disks[k].name, "directory": disks[k].mountpoint} for k in mine])
+            assert all(len(self.scenarios[k].intervals) == 1 for k in mine if self.scenarios[k].schedule), \
+                "a scheduled scenario is watched by one stack (each stack's exporter would run its jobs)"
+            config = with_schedule(config_with_targets(tmp / "fioscope.yaml", [
+                {"name": disks[k].name, "directory": disks[k].mountpoint, **self.scenarios[k].target,
+                 **({"cgroup": disks[k].cgroup} if self.scenarios[k].schedule else {})} for k in mine]),
+                [{**entry, "target": disks[k].name} for k in mine for entry in self.scenarios[k].schedule])
             webhook = es.enter_context(webhook_receiver())
             settings = [f"stack.scrape_interval={interval}", f"stack.evaluation_interval={interval}", *STACK_SETTINGS,
                         *[f"thresholds.disk_cap_per_device.{disks[k].device_name}=physical" for k in mine if self.scenarios[k].physical]]
@@ -249,7 +260,7 @@ class ScenarioLab:
             looked = False
             while not self.closing.is_set():
                 elapsed = time.time() - run.start
-                if not looked and elapsed >= IDLE_LOAD_CHECK:
+                if not looked and procs and elapsed >= IDLE_LOAD_CHECK:
                     looked = True
                     if completed_requests(run.disk.device_name) == before:
                         run.diagnosis = (f"{IDLE_LOAD_CHECK} s after its start the load had completed nothing on "
@@ -261,7 +272,7 @@ class ScenarioLab:
                     run.disk.limits = {**run.disk.limits, **sc.limits}
                     lab.write_limits(run.disk)
                     capped = True
-                if elapsed >= sc.seconds or (sc.stop and sc.stop(run)) or all(p.poll() is not None for p in procs):
+                if elapsed >= sc.seconds or (sc.stop and sc.stop(run)) or (procs and all(p.poll() is not None for p in procs)):
                     break
                 time.sleep(0.5)
         except Exception:  # noqa: BLE001 - the scenario's test reports it; the others go on
