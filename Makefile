@@ -33,7 +33,7 @@ setup-base:
 # a worker per core (pytest-xdist): most of a test's time is a real component starting or waiting. The Go tools are
 # built behind the tests (promtool 3 first): the tests that need one run last and wait for it (tests/helpers/binaries.py)
 test:
-	@scripts/setup.sh --background tests
+	@scripts/setup.sh --background default-suite
 	$(PYTHON) -m pytest -n auto
 
 # real-component tests of 10 s or more (marked slow; CI runs them after `make test`)

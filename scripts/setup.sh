@@ -9,25 +9,27 @@
 # Usage: scripts/setup.sh                      base and every tool, now (CI, make e2e)
 #        scripts/setup.sh base                 base only (make up: the stack runs nothing built here)
 #        scripts/setup.sh TOOL...              base and these tools, now
-#        scripts/setup.sh tests                base and the test suites' tools (TEST_TOOLS), now (make test-slow)
+#        scripts/setup.sh tests                base and the test suites' tools (TEST_TOOLS and prometheus3), now
+#                                              (make test-slow)
 #        scripts/setup.sh --background TOOL... base now; the tools built one after another behind this script's exit
-#                                              (make test: --background tests; the tests start at once, and a test
-#                                              marked needs_tool(TOOL) runs after the others and waits for its build,
-#                                              tests/helpers/binaries.py)
+#                                              (make test: --background default-suite = TEST_TOOLS; the tests start at
+#                                              once, and a test marked needs_tool(TOOL) runs after the others and
+#                                              waits for its build, tests/helpers/binaries.py)
 # While a tool is built its binary's <binary>.lock is held (flock) and its output goes to <binary>.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ALL_TOOLS=(promtool3 prometheus3 kustomize dashboard-linter thanos)
-# the test suites', in the order they are built and their tests run: promtool first (the rule tests on 3.x, the
-# longest of these tests), then the Prometheus 3 server (two tests of ~40 s start one; its build reuses promtool's)
-TEST_TOOLS=(promtool3 prometheus3 dashboard-linter kustomize)
+# the default suite's, in the order they are built and their tests run: promtool first (the rule tests on 3.x, the
+# longest of these tests). Not the Prometheus 3 server: only two slow tests start one (make test-slow builds it).
+TEST_TOOLS=(promtool3 dashboard-linter kustomize)
 background=0
 if [ "${1:-}" = --background ]; then background=1; shift; fi
 case "$*" in
   "") tools=("${ALL_TOOLS[@]}") ;;
   base) tools=() ;;
-  tests) tools=("${TEST_TOOLS[@]}") ;;
+  default-suite) tools=("${TEST_TOOLS[@]}") ;;
+  tests) tools=("${TEST_TOOLS[@]}" prometheus3) ;;
   *) tools=("$@") ;;
 esac
 
@@ -98,7 +100,7 @@ build_prometheus3_cmd() {  # CMD BINARY
     && mv "$gobin/$1" "$2" && rmdir "$gobin"
 }
 build_promtool3() { build_prometheus3_cmd promtool "$1"; }  # alone: the rule tests need no server
-build_prometheus3() { build_prometheus3_cmd prometheus "$1"; }  # after promtool: its packages are built already
+build_prometheus3() { build_prometheus3_cmd prometheus "$1"; }  # after promtool: most of its packages are built
 build_kustomize() {  # and the prometheus-operator CRDs (a Go module carries them: example/prometheus-operator-crd/)
   local crds="$K8S_CACHE/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION" dir gobin
   if [ ! -s "$crds/monitoring.coreos.com_prometheusrules.yaml" ]; then

@@ -28,6 +28,7 @@ def phase(last_evaluation: str, interval: float) -> float:
     return at % interval
 
 
+@pytest.mark.slow  # ~40 s of a real Prometheus 3 server (make test-slow builds it; make test builds promtool alone)
 @pytest.mark.needs_tool("prometheus3")
 def test_prometheus_3_starts_each_placed_group_at_its_point_in_the_order_the_records_flow(tmp_path, monkeypatch):
     """With stack.place_rule_groups, a real Prometheus 3 of the native stack starts every group of the evaluation

@@ -117,6 +117,7 @@ def test_native_histograms_with_custom_buckets_are_an_option_of_the_fioscope_job
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow  # ~30 s of a real Prometheus 3 server (make test-slow builds it; make test builds promtool alone)
 @pytest.mark.needs_tool("prometheus3")
 def test_concurrent_rule_evaluation_is_an_option_of_the_native_stack_that_prometheus_3_runs(tmp_path, monkeypatch):
     """stack.concurrent_rule_eval, stack.samples_per_chunk and stack.gogc: the native stack starts its Prometheus with

@@ -1,6 +1,6 @@
-"""make test starts the tests at once and builds the Go tools behind them (scripts/setup.sh --tests): the default suite
-needs Prometheus 3's promtool, not its server, wherever promtool serves; a test that needs a tool is marked so, runs
-after the others and waits for the build (helpers.binaries)."""
+"""make test starts the tests at once and builds the Go tools behind them (scripts/setup.sh --background default-suite):
+the default suite needs Prometheus 3's promtool, not its server; a test that needs a tool is marked so, runs after the
+others and waits for the build (helpers.binaries)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from helpers.binaries import TEST_TOOLS, built, wait_for_build
 from helpers.cli import run
 from helpers.paths import REPO
 
-# the default suite's only tests of the Prometheus 3 server: each times a real server's rule evaluation, which
-# promtool does not do. Any other test of 3.x runs on promtool, the third of the server's build make test waits for.
+# the tests of a real Prometheus 3 server: each times a server's rule evaluation, which promtool does not do; ~30-40 s
+# each, in the slow suite (make test-slow builds the server). Every other test of 3.x runs on promtool.
 SERVER_TESTS = {
     "tests/test_rule_placement.py::test_prometheus_3_starts_each_placed_group_at_its_point_in_the_order_the_records_flow",
     "tests/test_shards.py::test_concurrent_rule_evaluation_is_an_option_of_the_native_stack_that_prometheus_3_runs",
@@ -37,23 +37,30 @@ def pytest_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-@pytest.fixture(scope="module")
-def default_suite(tmp_path_factory) -> list[tuple[str, set[str]]]:
+def collected(tmp_path_factory, *args: str) -> list[tuple[str, set[str]]]:
+    """The tests pytest ``args`` collects, in the order they run, each with the tools it is marked as needing."""
     plugin = tmp_path_factory.mktemp("plugin")
     (plugin / "tool_marks.py").write_text(MARKS_PLUGIN)
     out = plugin / "marks.json"
     env = pytest_env(TOOL_MARKS_OUT=str(out), PYTHONPATH=os.pathsep.join([str(plugin), os.environ.get("PYTHONPATH", "")]))
-    proc = run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0", "-p", "tool_marks"],
-               cwd=REPO, env=env)
+    proc = run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0", "-p", "tool_marks",
+                *args], cwd=REPO, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return [(nodeid, set(tools)) for nodeid, tools in json.loads(out.read_text())]
 
 
-def test_the_default_suite_needs_the_prometheus_3_server_only_where_promtool_cannot_serve(default_suite):
-    server = {nodeid for nodeid, tools in default_suite if "prometheus3" in tools}
-    assert server == SERVER_TESTS
+@pytest.fixture(scope="module")
+def default_suite(tmp_path_factory) -> list[tuple[str, set[str]]]:
+    return collected(tmp_path_factory)
+
+
+def test_the_default_suite_needs_prometheus_3_s_promtool_not_its_server(default_suite, tmp_path_factory):
+    assert not [nodeid for nodeid, tools in default_suite if "prometheus3" in tools]
     line_3 = {nodeid: tools for nodeid, tools in default_suite if nodeid.endswith("[3]")}
     assert len(line_3) >= 2 and all(tools == {"promtool3"} for tools in line_3.values()), line_3
+    # the server's tests are the slow suite's (its setup builds the server)
+    slow = collected(tmp_path_factory, "-m", "slow", *sorted({nodeid.split("::")[0] for nodeid in SERVER_TESTS}))
+    assert {nodeid for nodeid, tools in slow if "prometheus3" in tools} == SERVER_TESTS
 
 
 def test_the_tests_that_need_a_tool_run_last_in_the_order_make_test_builds_them(default_suite):
