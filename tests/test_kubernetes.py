@@ -24,6 +24,7 @@ import pytest
 import yaml
 from fioscope_mixin.kubernetes import kubernetes_settings
 from fioscope_mixin.prometheus import RULE_FILES
+from fioscope_mixin.rule import runbook_base
 from fioscope_mixin.settings import load_settings
 from helpers.binaries import built, require, rule_tests_for
 from helpers.paths import REPO
@@ -249,9 +250,15 @@ def _rule_strings(node, swap):
 
 
 def selector_swaps() -> dict[str, str]:
-    """kube-prometheus selector -> the compose/native stack's, for every selector that differs."""
+    """kube-prometheus selector -> the compose/native stack's, for every selector that differs; and the PrometheusRule's
+    runbook (links.kubernetes_runbook) -> the stack's."""
     kube, stack = kubernetes_settings(load_settings())["selectors"], load_settings()["selectors"]
-    return {kube[key]: stack[key] for key in stack if kube[key] != stack[key]}
+    return {**{kube[key]: stack[key] for key in stack if kube[key] != stack[key]}, **runbook_swap()}
+
+
+def runbook_swap() -> dict[str, str]:
+    """The PrometheusRule's runbook base -> the stack's (both followed by #<alert>)."""
+    return {runbook_base(kubernetes_settings(load_settings())) + "#": runbook_base(load_settings()) + "#"}
 
 
 def test_prometheus_rule_is_the_rule_files_with_kube_prometheus_selectors(rendered):
@@ -287,6 +294,8 @@ def test_prometheus_rule_passes_promtool_check_and_the_project_rule_tests(render
             text = text.replace(f'job="{stack_job}"', f'job="{kube_job}"')
             text = re.sub(rf"\bjob: {re.escape(stack_job)}$", f"job: {kube_job}", text, flags=re.MULTILINE)
         if text != original:
+            for kube_runbook, stack_runbook in runbook_swap().items():  # the alerts' expected links
+                text = text.replace(stack_runbook, kube_runbook)
             (rules / "tests" / test.name).write_text(text)
     tests = sorted(map(str, (rules / "tests").glob("*.yaml")))
     assert {Path(t).name for t in tests} >= {"disk.test.yaml", "recording.test.yaml", "detection.test.yaml", "fsync.test.yaml"}

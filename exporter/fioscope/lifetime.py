@@ -17,17 +17,17 @@
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from fioscope_mixin.children import die_with_parent
+
 log = logging.getLogger("fioscope.lifetime")
 
 RUN_TAG = "FIOSCOPE_RUN"
-_PR_SET_PDEATHSIG = 1
 
 
 def child_setup(then: Callable[[], object] | None = None) -> Callable[[], None]:
@@ -36,20 +36,15 @@ def child_setup(then: Callable[[], object] | None = None) -> Callable[[], None]:
     The death signal belongs to the forking *thread*: fioscope starts fio from threads that live as long
     as the process (the scheduler, the CLI's main thread).
     """
-    parent = os.getpid()
-    libc = ctypes.CDLL(None, use_errno=True)  # loaded before the fork: nothing to load in the child
 
     def setup() -> None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
         # fio's SIGTERM handler first writes "terminating" to stdout, our pipe: once fioscope is gone that
         # write raised SIGPIPE, which killed fio's main process before it told its job processes to stop
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-        if os.getppid() != parent:  # fioscope died between fork and prctl
-            os.kill(os.getpid(), signal.SIGTERM)
         if then is not None:
             then()
 
-    return setup
+    return die_with_parent(signal.SIGTERM, setup)
 
 
 def tagged(tag: str) -> list[int]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from fioscope_mixin import CHECKOUT, prometheus
 from fioscope_mixin.output import write_or_check
 from fioscope_mixin.settings import SettingsError, load_settings
-from fioscope_mixin.stack import stale_shard_files
+from fioscope_mixin.stack import private_files, stale_shard_files
 
 PARTS = ("prometheus", "dashboards", "kubernetes")
 
@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     check = args.check or args.command == "check"
-    code = write_or_check({root / rel: text for rel, text in files.items()}, check)
+    code = write_or_check({root / rel: text for rel, text in files.items()}, check,
+                          frozenset(root / rel for rel in private_files(settings)))
     # a shard file fleet.shards no longer makes (a reshard from 4 to 2): removed, or out of date under check
     stale = stale_shard_files(root, settings) if "provisioning/prometheus/prometheus.yml" in files else []
     if check and stale:

@@ -24,11 +24,15 @@ LABELS = {"app.kubernetes.io/name": "fioscope", "app.kubernetes.io/component": "
 
 
 def kubernetes_settings(settings: dict) -> dict:
-    """``settings`` with kubernetes_selectors in place of its selectors.
+    """``settings`` with kubernetes_selectors in place of its selectors, and links.kubernetes_runbook as the runbook
+    unless links.runbook names one.
 
     The fioscope ServiceMonitor keeps job="fioscope" (its jobLabel), so that selector stays."""
     settings = {**settings}
     settings["selectors"] = {**settings["selectors"], **settings["kubernetes_selectors"]}
+    # no one reading a cluster's alerts can open the stack's own exporter (links.runbook's empty default)
+    links = settings["links"]
+    settings["links"] = {**links, "runbook": links["runbook"] or links["kubernetes_runbook"]}
     return settings
 
 

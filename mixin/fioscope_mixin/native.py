@@ -22,15 +22,18 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 from fioscope_mixin import CHECKOUT as REPO
 from fioscope_mixin import prometheus
+from fioscope_mixin.children import die_with_parent
 from fioscope_mixin.hosts import DEFAULT_DATA_DIR, forget_stack, record_stack, settings_fleet
+from fioscope_mixin.output import write_file
 from fioscope_mixin.settings import SettingsError, load_settings
-from fioscope_mixin.stack import samples_per_chunk, shard_count, shard_port, stale_shard_files
+from fioscope_mixin.stack import private_files, samples_per_chunk, shard_count, shard_port, stale_shard_files
 from fioscope_mixin.yamlfile import load_yaml
 
 
@@ -72,9 +75,7 @@ class NativeStack:
             raise SystemExit(f"native stack: {exc}") from None
         self.root = self.data_dir / "config" if self.overrides else REPO
         for rel, text in rendered.items():
-            path = self.root / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            write_file(self.root / rel, text, rel in private_files(self.settings))
         for path in stale_shard_files(self.root, self.settings) if self.overrides else []:
             path.unlink()  # a reshard's leftovers
         self.fioscope_config = fioscope_config or REPO / "provisioning" / "fioscope" / "fioscope.yaml"
@@ -177,8 +178,11 @@ class NativeStack:
             for name, cmd in self.commands().items():  # dependencies first, Prometheus last (as compose's depends_on)
                 if name in self.without:
                     continue
+                # a session of its own (the terminal's Ctrl-C is the launcher's to handle), ended with the launcher
+                # however it ends (SIGKILL included)
                 self.procs[name] = subprocess.Popen(cmd, stdout=(logs / f"{name}.log").open("w"), stderr=subprocess.STDOUT,
-                                                    env=env, cwd=self.working_dir(name), start_new_session=True)
+                                                    env=env, cwd=self.working_dir(name), start_new_session=True,
+                                                    preexec_fn=die_with_parent())
                 self._wait_healthy(name, timeout)
         except BaseException:
             self.stop()
@@ -199,17 +203,38 @@ class NativeStack:
         raise RuntimeError(f"{name} not healthy at {url} after {timeout}s")
 
     def stop(self) -> None:
-        for name in reversed(list(self.procs)):
-            proc = self.procs[name]
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
+        """Stop every service, the last started first. A signal meanwhile (a second Ctrl-C, a SIGTERM) never leaves one
+        running: it kills every one still running at once."""
+        hurry = False
+
+        def kill_all(*_: object) -> None:
+            nonlocal hurry
+            hurry = True
+            for proc in self.procs.values():
+                if proc.poll() is None:
                     proc.kill()
-                    proc.wait()
-        self.procs.clear()
-        forget_stack(self.data_dir)
+
+        handlers = {}
+        if threading.current_thread() is threading.main_thread():  # only the main thread handles signals
+            handlers = {sig: signal.signal(sig, kill_all) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for name in reversed(list(self.procs)):
+                proc = self.procs[name]
+                if proc.poll() is None:
+                    if hurry:
+                        proc.kill()
+                    else:
+                        proc.terminate()
+                    try:
+                        proc.wait(15)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+            self.procs.clear()
+            forget_stack(self.data_dir)
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
 
 
 def main() -> int:
@@ -220,12 +245,12 @@ def main() -> int:
     args = parser.parse_args()
     stack = NativeStack(args.data_dir, args.set + ([f"fleet.shards={args.shards}"] if args.shards is not None else []))
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    stack.start()
-    queries = "Prometheus" if stack.shards == 1 else f"Thanos Query over {stack.shards} shards"
-    print(f"fioscope native stack up: {queries} {stack.query_url()}  Alertmanager {stack.url('alertmanager')}  "
-          f"fioscope {stack.url('fioscope', '/metrics')}  node_exporter {stack.url('node_exporter', '/metrics')}  "
-          f"(logs in {args.data_dir / 'logs'}; Ctrl-C stops)", flush=True)
     try:
+        stack.start()
+        queries = "Prometheus" if stack.shards == 1 else f"Thanos Query over {stack.shards} shards"
+        print(f"fioscope native stack up: {queries} {stack.query_url()}  Alertmanager {stack.url('alertmanager')}  "
+              f"fioscope {stack.url('fioscope', '/metrics')}  node_exporter {stack.url('node_exporter', '/metrics')}  "
+              f"(logs in {args.data_dir / 'logs'}; Ctrl-C stops)", flush=True)
         while all(p.poll() is None for p in stack.procs.values()):
             time.sleep(1)
         dead = [n for n, p in stack.procs.items() if p.poll() is not None]

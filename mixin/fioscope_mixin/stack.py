@@ -200,6 +200,15 @@ def fleet_datasource(s: dict) -> dict:
         "jsonData": {"timeInterval": s["stack"]["scrape_interval"]}}]}
 
 
+ALERTMANAGER_CONFIG = "provisioning/alertmanager/alertmanager.yml"
+
+
+def private_files(s: dict) -> list[str]:
+    """The generated files (relative to the repository) that carry a secret, written 0600: alertmanager.yml with a
+    webhook (its URL often holds a token)."""
+    return [ALERTMANAGER_CONFIG] if s["stack"]["alertmanager_webhook"] else []
+
+
 def alertmanager_config(s: dict) -> dict:
     receiver: dict = {"name": "default"}
     if s["stack"]["alertmanager_webhook"]:
