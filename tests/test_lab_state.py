@@ -197,7 +197,7 @@ def test_stalled_up_whose_upper_losetup_fails_leaves_no_loop_device(tmp_path):
 
     class UpperLosetupFails(lab.Host):
         def run(self, *cmd: str) -> str:
-            if cmd[0] == "losetup" and cmd[-1].startswith("/dev/loop"):
+            if cmd[:2] == ("losetup", "--direct-io=on") and cmd[-1].startswith("/dev/loop"):  # attaching the upper
                 raise lab.LabError("losetup: injected failure of the upper loop device")
             return super().run(*cmd)
 
@@ -277,7 +277,7 @@ def test_ram_size_is_checked_before_anything_is_made(tmp_path, size):
     mounts = Path("/proc/mounts").read_text()
     with lab_lock():
         try:
-            made = fioscope("lab", "--state-dir", str(state), "up", "ram", "--name", "ram-size", "--size", size)
+            made = fioscope("lab", "--state-dir", str(state), "up", "ram", "--name", "ram-size", f"--size={size}")
             assert made.returncode != 0, made.stdout
             assert len(made.stderr.strip().splitlines()) == 1 and "--size" in made.stderr, made.stderr
             assert not (state / "ram-size").exists()
