@@ -36,6 +36,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 
 from .. import nvmelog
+from .topology import read_attribute
 
 log = logging.getLogger("fioscope.provider")
 
@@ -63,13 +64,6 @@ COUNTERS = (
 )
 MIN_INTERVAL_SECONDS = 1.0  # AWS: the page can be polled every second
 TIMEOUT_SECONDS = 0.5
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace").strip()
-    except OSError:
-        return ""
 
 
 def volume_id(serial: str) -> str:
@@ -113,10 +107,10 @@ class ProviderCollector:
         for entry in entries:
             if not NAMESPACE.fullmatch(entry.name):
                 continue
-            if _read(entry / "device" / "model") not in MODELS:
+            if read_attribute(entry / "device" / "model") not in MODELS:
                 continue
-            nsid = _read(entry / "nsid")
-            found.append((entry.name, volume_id(_read(entry / "device" / "serial")),
+            nsid = read_attribute(entry / "nsid")
+            found.append((entry.name, volume_id(read_attribute(entry / "device" / "serial")),
                           int(nsid) if nsid.isdigit() else 1))
         return found
 

@@ -55,7 +55,7 @@ def _label(value: str) -> str:
     return value.encode("utf-8", "replace").decode("utf-8")[:MAX_LABEL_CHARS]
 
 
-def _read(path: Path) -> str:
+def read_attribute(path: Path) -> str:
     """A sysfs attribute, stripped (SCSI and DMI pad with blanks); "" if absent or unreadable."""
     try:
         return path.read_text(errors="replace").strip()
@@ -81,7 +81,7 @@ class TopologyCollector:
 
     def _sysfs(self, device: str, name: str) -> str:
         """/sys/block/<device>/device/<name>, stripped; "" if absent or unreadable."""
-        return _read(self.sys_block / device / "device" / name)
+        return read_attribute(self.sys_block / device / "device" / name)
 
     def _bus(self, device: str) -> tuple[str, str, str]:
         """(bus, driver, transport) of /sys/block/<device>/device: virtio/virtio_blk, scsi/sd, nvme/nvme; the
@@ -100,7 +100,7 @@ class TopologyCollector:
         machine = GaugeMetricFamily("fioscope_machine_info",
                                     'The machine\'s identity from /sys/class/dmi/id ("" where absent): a provider\'s VM or bare metal.',
                                     labels=list(DMI_FIELDS))
-        machine.add_metric([_label(_read(self.dmi / name)) for name in DMI_FIELDS], 1)
+        machine.add_metric([_label(read_attribute(self.dmi / name)) for name in DMI_FIELDS], 1)
         return machine
 
     def collect(self):
