@@ -86,6 +86,7 @@ SIZES = (4096, 16384, 65536, 262144, MIB)
 class Draw:
     family: str
     seed: int
+    interval: int | None = None  # the scrape interval, where not drawn (--step)
 
     @property
     def rng(self) -> random.Random:
@@ -93,6 +94,8 @@ class Draw:
 
     @property
     def step(self) -> int:
+        if self.interval:
+            return self.interval
         x = random.Random(f"step-{self.family}-{self.seed}").random()
         for step, share in STEPS:
             if x < share:
@@ -417,16 +420,24 @@ def table(outcomes_of: dict[str, list[Outcome]]) -> str:
                 continue
             if family in CAPS:
                 shares = [o.share for o in mine]
-                firsts = [o.first for o in mine if o.first is not None]
+                # the slowest first page at each scrape interval (its target: PAGE_TARGET)
+                slowest = ", ".join(f"{max(o.first for o in mine if o.draw.step == step and o.first is not None)} s at {step} s"
+                                    for step in sorted({o.draw.step for o in mine if o.first is not None}))
                 never = sum(1 for o in mine if o.first is None)
                 out.append(f"| {family} | {sc.LINE_NAMES[line]} | {len(mine)} | {100 * min(shares):.0f} % | "
-                           f"{100 * statistics.median(shares):.0f} % | {max(o.firings for o in mine)} | "
-                           f"{max(firsts) if firsts else '-'} s | {never} | |")
+                           f"{100 * statistics.median(shares):.0f} % | {max(o.firings for o in mine)} | {slowest or '-'} | {never} | |")
             else:
                 paged = [o for o in mine if o.pages]
                 out.append(f"| {family} | {sc.LINE_NAMES[line]} | {len(mine)} | | | | | | {len(paged)}"
                            + ("".join(f"; seed {o.draw.seed}: {o.pages[0][1]} at {o.pages[0][0]} s" for o in paged[:4])) + " |")
     return "\n".join(out)
+
+
+def measure(draws: list[Draw], lines: list[str], jobs: int = os.cpu_count() or 1) -> dict[str, list[Outcome]]:
+    """Every draw observed on every line, judged: line -> outcomes in the draws' order."""
+    specs = {d.key: build(d) for d in draws}
+    fired = run(draws, lines, jobs)
+    return {line: [outcome(specs[d.key], fired[line].get(d.key, [])) for d in draws] for line in lines}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -435,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, metavar="N", help="draws per family (default: 16 per cap family, 12 per control)")
     parser.add_argument("--first-seed", type=int, default=0, metavar="N", help="seeds N, N+1, ... (default 0)")
     parser.add_argument("--line", action="append", choices=sorted(sc.OUT), help="Prometheus line(s) (default: 2.42 and, where built, 3.x)")
+    parser.add_argument("--step", type=int, choices=sorted(PAGE_TARGET), help="every draw at this scrape interval (default: drawn)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N", help="promtool runs at once (default: the cores)")
     parser.add_argument("--check", action="store_true", help="exit 1 where a target of issue 53 does not hold")
     parser.add_argument("--verbose", action="store_true", help="print every draw's outcome")
@@ -449,10 +461,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"random_scenarios.py: promtool of Prometheus {sc.LINE_NAMES[line]} is not installed", file=sys.stderr)
             return 2
     families = args.family or list(FAMILIES)
-    draws = [Draw(f, args.first_seed + i) for f in families for i in range(args.draws or DEFAULT_DRAWS[f])]
-    specs = {d.key: build(d) for d in draws}
-    fired = run(draws, lines, args.jobs)
-    outcomes_of = {line: [outcome(specs[d.key], fired[line].get(d.key, [])) for d in draws] for line in lines}
+    draws = [Draw(f, args.first_seed + i, args.step) for f in families for i in range(args.draws or DEFAULT_DRAWS[f])]
+    outcomes_of = measure(draws, lines, args.jobs)
     print(table(outcomes_of))
     problems = []
     for line, outcomes in outcomes_of.items():
