@@ -139,6 +139,8 @@ class Device:
     # the second a new target is first scraped
     gaps: tuple[tuple[int, int], ...] = ()
     first_scrape: int = 0
+    # the model node_exporter's node_disk_info names (udev's), where node_exporter alone runs on the host; None: no such series
+    node_model: str | None = None
 
 
 @dataclass
@@ -528,6 +530,77 @@ SCENARIOS += [
              [Device("g6", f"vd{c}", after_onset(noisy_neighbour), gaps=(GAP,)) for c in "bcdefghi"], {}),
 ]
 
+
+# ---------------------------------------------------------------------------- issue 53: caps as they move
+# Real caps move a few per cent per scrape (token buckets refill in slices; the scrape's own timing adds to it): the
+# held-out shapes of issue 53, each a regression of its own (alerts/tests/random_scenarios.py draws the whole space).
+# Last, so that every earlier scenario keeps its seeds.
+def jittered_cap(cap: float, read_share: float, jitter: float, queue: float, size: int = 4096, drift: float = 0.0):
+    """A shared r+w IOPS cap whose delivered IOPS move by U(-jitter, jitter) a scrape, the read share drifting by
+    ``drift`` over the episode."""
+    def model(t, rng):
+        total = cap * (1 + rng.uniform(-jitter, jitter))
+        share = min(1.0, max(0.0, read_share + drift * (t - ONSET) / (END - ONSET)))
+        return capped(total * share, total * (1 - share), size, queue)
+    return model
+
+
+def lab_shaped_cap(t, rng):
+    """The lab's blkio cap: 700 reads/s and 300 writes/s, each +-3 % a scrape, each direction's await 0.3-2.5x the
+    queue's share (the queue follows by Little's law)."""
+    r, w = 700 * (1 + rng.uniform(-0.03, 0.03)), 300 * (1 + rng.uniform(-0.03, 0.03))
+    base = 32 / (r + w)
+    ra, wa = base * 10 ** rng.uniform(-0.523, 0.398), base * 10 ** rng.uniform(-0.523, 0.398)
+    return Sample(r=r, w=w, rb=r * 4096, wb=w * 4096, r_await=ra, w_await=wa, util=1.0, queue=r * ra + w * wa)
+
+
+def jittered_pauses(t, rng):
+    """cap_with_pauses, its rate +-3 % a scrape."""
+    out = cap_with_pauses(t, rng)
+    j = 1 + rng.uniform(-0.03, 0.03)
+    out.r, out.rb = out.r * j, out.rb * j
+    return out
+
+
+def jittered_bandwidth(t, rng):
+    """A 250 MiB/s volume cap, 1 MiB reads, 32 in flight, +-3 % a scrape."""
+    out = CAP_250(t, rng)
+    j = 1 + rng.uniform(-0.03, 0.03)
+    out.r, out.rb, out.r_await = out.r * j, out.rb * j, out.r_await / j
+    return out
+
+
+SCENARIOS += [
+    *(Scenario(f"IOPS cap 2,000 (70/30, qd 16), {j} % jitter a scrape (one alert)",
+               [Device(f"j{j}", "vdb", after_onset(jittered_cap(2000, 0.7, j / 100, 16), light_fast), discards=False)],
+               {n.ALERT_DISK_THROTTLED: (f"j{j}/vdb", "is throttled at its provider's cap: ")}, {n.ALERT_DISK_THROTTLED: FIRST_PAGE})
+      for j in (2, 3, 4, 5)),
+    Scenario("shared r+w cap 2,000 IOPS, the read share drifting 90 -> 50 %, 2 % jitter (one alert)",
+             [Device("j6", "vdb", after_onset(jittered_cap(2000, 0.9, 0.02, 32, drift=-0.4), light_fast), discards=False)],
+             {n.ALERT_DISK_THROTTLED: ("j6/vdb", "is throttled at its provider's cap: ")}, {n.ALERT_DISK_THROTTLED: FIRST_PAGE}),
+    Scenario("cap 3000 IOPS, pauses 15 s every 2 min, 3 % jitter (one alert)",
+             [Device("j7", "vdb", after_onset(jittered_pauses, light_fast), discards=False)],
+             {n.ALERT_DISK_THROTTLED: ("j7/vdb", "reads flat at ~")}, {n.ALERT_DISK_THROTTLED: FIRST_PAGE}),
+    Scenario("GCP Persistent Disk over NVMe capped at 250 MiB/s, 3 % jitter (one alert)",
+             [Device("j8", "nvme0n2", after_onset(jittered_bandwidth, light_fast), hardware=("", "nvme_card-pd"), machine=GCP,
+                     discards=False)],
+             {n.ALERT_DISK_THROTTLED: ("j8/nvme0n2", "is throttled at its provider's cap: ")}, {n.ALERT_DISK_THROTTLED: FIRST_PAGE}),
+    Scenario("Azure remote NVMe capped at 250 MiB/s, 3 % jitter (one alert)",
+             [Device("j9", "nvme0n2", after_onset(jittered_bandwidth, light_fast), hardware=("", "MSFT NVMe Accelerator v1.0"),
+                     machine=AZURE, discards=False)],
+             {n.ALERT_DISK_THROTTLED: ("j9/nvme0n2", "is throttled at its provider's cap: ")}, {n.ALERT_DISK_THROTTLED: FIRST_PAGE}),
+    Scenario("lab-shaped cap 700 r/s + 300 w/s, +-3 %, await spread 0.3-2.5x (one alert)",
+             [Device("j10", "vdb", after_onset(lab_shaped_cap, light_fast), discards=False)],
+             {n.ALERT_DISK_THROTTLED: ("j10/vdb", "reads flat at ~7")}, {n.ALERT_DISK_THROTTLED: FIRST_PAGE}),
+    # issue 53's item 5: a host that runs node_exporter only; its own node_disk_info names the device's model
+    Scenario("local NVMe (Samsung 980 PRO) at its physical maximum, node_exporter only (node_disk_info)",
+             [Device("j11", "nvme0n1", after_onset(nvme_streaming, light_nvme), node_model="Samsung SSD 980 PRO", discards=False)],
+             {n.ALERT_DISK_AT_PHYSICAL_MAXIMUM: ("j11/nvme0n1", "runs at its own physical maximum")}),
+    Scenario("EBS volume at its cap, node_exporter only (node_disk_info names it)",
+             [Device("j12", "nvme1n1", after_onset(iops_cap, light_fast), node_model="Amazon Elastic Block Store", discards=False)],
+             {n.ALERT_DISK_THROTTLED: ("j12/nvme1n1", "reads flat at ~700/s")}, {n.ALERT_DISK_THROTTLED: FIRST_PAGE}),
+]
+
 COUNTERS = [  # node_exporter counter, per-second increment from a Sample
     ("node_disk_reads_completed_total", lambda s: s.r),
     ("node_disk_writes_completed_total", lambda s: s.w),
@@ -594,6 +667,11 @@ def input_series(only: list[Scenario] | None = None) -> list[dict]:
                 labels = (f'job="fioscope",instance="{dev.host}:7963",host="{dev.host}",device="{dev.device}",'
                           f'vendor="{dev.hardware[0]}",model="{dev.hardware[1]}"')
                 out.append({"series": f"fioscope_disk_model_info{{{labels}}}", "values": f"1x{steps}"})
+        for dev in sc.devices:
+            if dev.node_model is not None:
+                labels = (f'job="node",instance="{dev.host}:9100",host="{dev.host}",device="{dev.device}",major="259",minor="0",'
+                          f'model="{dev.node_model}",path="pci-0000:00:04.0-nvme-1",revision="1B2QGXA7",serial="S1",wwn=""')
+                out.append({"series": f"node_disk_info{{{labels}}}", "values": f"1x{steps}"})
         for host, (job, identity) in {d.host: d.machine for d in sc.devices if d.machine}.items():
             metric, port = ("fioscope_machine_info", 7963) if job == "fioscope" else ("node_dmi_info", 9100)
             labels = f'job="{job}",instance="{host}:{port}",host="{host}",' + ",".join(f'{k}="{v}"' for k, v in identity.items())
@@ -884,7 +962,8 @@ VALUE_CHECKS = [
     {"expr": n.DISK_PHYSICAL_DEVICE, "eval_time": VALUE_AT,
      "exp_samples": [{"labels": n.DISK_PHYSICAL_DEVICE + _labels({"host": "h5", "device": "nvme0n1"}), "value": 1}]
      + [{"labels": n.DISK_PHYSICAL_DEVICE + _labels({"host": d.host, "device": d.device}), "value": 1}
-        for sc in DEVICE_CLASS_SCENARIOS if n.ALERT_DISK_AT_PHYSICAL_MAXIMUM in sc.expect for d in sc.devices]},
+        for sc in DEVICE_CLASS_SCENARIOS if n.ALERT_DISK_AT_PHYSICAL_MAXIMUM in sc.expect for d in sc.devices]
+     + [{"labels": n.DISK_PHYSICAL_DEVICE + _labels({"host": "j11", "device": "nvme0n1"}), "value": 1}]},
     # s2's windows: all their scrapes and the one half a scrape before (counted over the window and half a scrape, as the
     # newest may be in flight live), util saturated in each (every envelope of the window requires it); its busy
     # per-scrape rates, what the envelope's windows read
@@ -902,6 +981,12 @@ VALUE_CHECKS = [
      "exp_samples": [{"labels": n.DISK_HELD_FLAT_MEAN + _labels({**_S2, "ddir": "read", "window": "long", "rate": r}), "value": v}
                      for r, v in (("bytes", 2867200), ("iops", 700))]},
     {"expr": f'{n.DISK_HELD_FLAT_MEAN}{{host="h1"}}', "eval_time": VALUE_AT, "exp_samples": []},
+    # s2's saturated scrapes' IOPS, each direction's, and their spread over the lookback: every scrape at its cap (1: none)
+    {"expr": f'{n.DISK_SATURATED_IOPS_IRATE}{{host="s2"}}', "eval_time": VALUE_AT,
+     "exp_samples": [{"labels": n.DISK_SATURATED_IOPS_IRATE + _labels({**_S2, "ddir": d}), "value": v}
+                     for d, v in (("all", 1000), ("read", 700), ("write", 300))]},
+    {"expr": f'{n.DISK_IOPS_SPREAD_RATIO}{{host="s2"}}', "eval_time": VALUE_AT,
+     "exp_samples": [{"labels": n.DISK_IOPS_SPREAD_RATIO + _labels({**_S2, "ddir": d}), "value": 1} for d in ("all", "read", "write")]},
     # s2 capped: saturated (util 1, a deep queue) and slow in each direction
     {"expr": 'round(fioscope:disk_slow_saturated_await_seconds{host="s2"}, 0.0001)', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": _labels({**_S2, "ddir": d}), "value": v} for d, v in (("read", 0.256), ("write", 0.256), ("all", 0.256))]},

@@ -133,6 +133,15 @@ def ceiling_at_peak(window_name: str = "long", window: str = "%(window)s", ceili
 
 
 CEILING_AT_PEAK = ceiling_at_peak()
+
+# the page agrees with the cause record: a provider's volume named provider_cap in every evaluation of page_with_cause
+# pages (the cause's ceiling needs no held test: the page's, tighter against demand noise, must not leave a cap the
+# cause names unpaged). Not a layer above a capped disk, a stepped-down device (the burst alert's page), a stall, nor
+# local hardware (the cause is then device_max)
+CAUSE_HELD = (f'max without (ddir) ({n.DISK_SATURATED_AWAIT_SECONDS}{{ddir="all"}})\n'
+              f'and {ON} count_over_time({n.DISK_SLOW_CAUSE}{{cause="provider_cap"}}[%(causePageSpan)s]) >= %(causePageSamples)s\n'
+              'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{window="long"}\n'
+              f"unless {ON} {n.DISK_STEP_DOWN_RATIO}\n{NOT_STALLED}\nunless {LOCAL}")
 # a bandwidth ceiling's dimensions (bytes/s flat while the IOPS swing)
 BANDWIDTH_DIMENSIONS = "|".join(bytes_dim for _, _, bytes_dim, _, _ in PAIRS)
 
@@ -179,11 +188,12 @@ def alerts(s: dict) -> list[Alert]:
     t = s["thresholds"]
     fsync_ms = f"{t['etcd_fsync_p99_seconds'] * 1000:g} ms"
     commit_ms = f"{t['etcd_backend_commit_p99_seconds'] * 1000:g} ms"
-    # throttle.held_at_level (on by default): a flat IOPS ceiling pages only once every sample of the window is within
-    # held_tolerance of the most of the last five minutes (demand noise of one request size is flat by chance in one
-    # window: noisy-neighbour controls paged on 6-9 of 20 seeds); the envelope and a bandwidth ceiling (request sizes
-    # vary, every scrape on it) are no chance of a random rate, and a bandwidth cap's bytes/s dip at each change of
-    # size (on lab disks, held paged late or never).
+    # throttle.held_at_level (on by default): a flat IOPS ceiling pages only once the direction's IOPS over the last five
+    # minutes sit within held_tolerance of each other (recording.held_at_level: demand noise of one request size is flat
+    # by chance in one window: noisy-neighbour controls paged on 6-9 of 20 seeds without it); the envelope and a
+    # bandwidth ceiling (request sizes vary, every scrape on it) are no chance of a random rate, and a bandwidth cap's
+    # bytes/s dip at each change of size (on lab disks, held paged late or never). Or the cause record has named the
+    # provider's cap for page_with_cause (CAUSE_HELD): the page and the cause agree.
     held = (f'\nand {ON} (\n  fioscope:disk_ceiling{{window="long",shape="envelope"}}'
             f'\n  or fioscope:disk_ceiling{{window="long",dimension=~"{BANDWIDTH_DIMENSIONS}"}}\n  or {held_at_level("long")}\n)'
             if t["throttle"].get("held_at_level") else "")
@@ -216,7 +226,9 @@ def alerts(s: dict) -> list[Alert]:
               "throttled_fio", "Disk throttled while fio loads it", throttle_desc("short"), "disk"),
         Alert(n.ALERT_DISK_THROTTLED, "warning",
               # a step-down in the ceiling's direction is the burst alert's page
-              throttled("long") + f"\nand {ON} (\n{CEILING_AT_PEAK}\n)" + held + "\nunless " + FIO_PAGE_SPAN,
+              "(\n" + throttled("long") + f"\nand {ON} (\n{CEILING_AT_PEAK}\n)" + held
+              + (f"\nor\n{CAUSE_HELD}" if duration(s, "thresholds", "throttle", "page_with_cause") else "")
+              + "\n)\nunless " + FIO_PAGE_SPAN,
               "throttled", "Disk sits at a ceiling (throttled)", throttle_desc("long"), "disk"),
         Alert(n.ALERT_DISK_THROTTLED_AFTER_BURST, "warning",
               CEILING_AFTER_STEP_DOWN + "\n"

@@ -109,6 +109,12 @@ DISK_HELD_FLAT_MEAN = "fioscope:disk_held_flat_mean"
 # each direction's per-scrape IOPS and bytes/s peak (label rate) over peak_lookback, busy scrapes or not, recorded for a
 # device busy within the envelope's window (a ceiling needs that): a ceiling is at it
 DISK_RECENT_PEAK = "fioscope:disk_recent_peak"
+# each direction's spread of its busy per-scrape IOPS over peak_lookback (label ddir): the upper over the lower
+# throttle.held_quantile (the whole range while the lookback holds few scrapes): a cap holds it within its jitter
+# each direction's per-scrape IOPS in the scrapes where util per scrape reached throttle.util_min_ratio (label ddir):
+# what the held test's spread reads (a pause's or a ramp's partly busy scrape is no sample of a cap)
+DISK_SATURATED_IOPS_IRATE = "fioscope:disk_saturated_iops:irate"
+DISK_IOPS_SPREAD_RATIO = "fioscope:disk_iops_spread_ratio"
 DISK_REQUEST_SIZE_BYTES_IRATE = "fioscope:disk_request_size_bytes:irate"
 DISK_PHYSICAL_DEVICE = "fioscope:disk_physical_device"  # local hardware (sysfs model/vendor, or the per-device override)
 DISK_DECLARED_LIMIT_RATIO = "fioscope:disk_declared_limit_ratio"  # only with thresholds.disk_limits

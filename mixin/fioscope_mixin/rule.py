@@ -48,6 +48,7 @@ def params(s: dict) -> dict[str, str]:
     fio_samples, fio_window = scraped(duration(s, "thresholds", "throttle", "fio_window"), 2)
     samples, window = scraped(min(duration(s, "thresholds", "throttle", "window"), thr["window_scrapes"] * scrape), 3)
     cluster = sel["cluster_label"]
+    cause_span = duration(s, "thresholds", "throttle", "page_with_cause")
     for keys in (("thresholds", "throttle", "step_down_lookback"), ("thresholds", "write_cliff_window")):
         if duration(s, *keys) < parse_duration(MAXIMA_RANGE):
             raise SettingsError(f"{'.'.join(keys)}: at least {MAXIMA_RANGE} (its peaks are read from the rates' {MAXIMA_RANGE} maxima)")
@@ -94,6 +95,13 @@ def params(s: dict) -> dict[str, str]:
         # host whose scrapes end after the group's turn (a lab disk capped at 700 IOPS was never flagged)
         "fioWindowScrapesRange": f"{round((fio_window + scrape / 2) * 1000)}ms",
         "windowScrapesRange": f"{round((window + scrape / 2) * 1000)}ms",
+        # the held test's spread: between these quantiles of the lookback's busy IOPS once it holds held_spread_windows windows
+        "heldSpreadSamples": fmt(thr["held_spread_windows"] * samples),
+        "heldUpperQuantile": fmt(1 - thr["held_quantile"]),
+        # the page that follows the cause record: provider_cap in every evaluation of page_with_cause (a range a
+        # millisecond short: the same evaluations on 2.x and 3.x)
+        "causePageSpan": left_open(max(cause_span, 0.002)),
+        "causePageSamples": fmt(max(1, int(cause_span / duration(s, "stack", "evaluation_interval") + 1e-9))),
         "baselineInterval": thr["baseline_interval"],
         "baselineMedianInterval": thr["baseline_median_interval"],
         # "" (0s): every evaluation, as the other groups
