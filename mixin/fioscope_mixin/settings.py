@@ -307,6 +307,10 @@ SCHEMA: dict[str, Spec] = {
     "thresholds.throttle.peak_lookback": WINDOW,
     "thresholds.throttle.held_at_level": Flag(),
     "thresholds.throttle.held_tolerance": SHARE,  # 0: no sample ever equals its peak, never a page
+    "thresholds.throttle.held_start_tolerance": SHARE,
+    "thresholds.throttle.held_quantile": Number(0, 0.5, above=True),  # the band's lower quantile (the upper: 1 - it)
+    "thresholds.throttle.held_spread_windows": Number(1, 100, whole=True),
+    "thresholds.throttle.page_with_cause": Duration("15s", "1h", off=True),
     "thresholds.throttle.min_iops": Number(0, 1e9),
     "thresholds.throttle.min_bytes_per_second": Number(0, 2**60),
     "thresholds.throttle.queue_min": Number(0, 1e6),
