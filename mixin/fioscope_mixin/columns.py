@@ -62,6 +62,8 @@ IOSTAT_JSON_DISK = ("r/s", "w/s", "d/s", "f/s", "rkB/s", "wkB/s", "dkB/s", "rrqm
 SECTOR_BYTES = 512  # diskstats counts 512-byte sectors whatever the device's block size
 # diskstats field 9, the requests in flight now: a gauge iostat does not read, the stall rules do
 IN_FLIGHT_SERIES = "node_disk_io_now"
+# the device's identity from udev (its model label): how the rules class a device on a host without fioscope's exporter
+INFO_SERIES = "node_disk_info"
 
 # avg-cpu: node_exporter's (and /proc/stat's) CPU modes -> iostat's group. iostat's %system counts hard and soft
 # interrupts too; guest time is already inside user (the kernel counts it twice), so it is left out.

@@ -480,7 +480,7 @@ FIO_LOAD = Record(n.DISK_FIO_LOAD, "\nor ".join(
 # volume, or a network transport: NVMe-oF, iSCSI, FC (the provider's); a machine whose DMI names a cloud (every other device the
 # provider's: each instance family brings new models, a list of them is never complete); else a device with a
 # model is local hardware and one without (virtio, xvd, loop, nbd, rbd) the provider's. Case-insensitive throughout.
-# The model from fioscope's sysfs reader or node_exporter's node_disk_info, whichever is scraped.
+# The model from fioscope's sysfs reader or node_exporter's device info series, whichever is scraped.
 PHYSICAL = n.DISK_PHYSICAL_DEVICE
 _MODEL = "fioscope_disk_model_info{%(fioSelector)s,"
 _REMOTE = "(?i:%(remoteModels)s|%(virtualModels)s)"
@@ -493,9 +493,9 @@ CLOUD_MACHINE = ("\n      or ".join(
        for label in ("system_vendor", "product_name", "chassis_asset_tag", "bios_vendor")]))
 
 
-# node_exporter's own view of the device's model (its diskstats collector's node_disk_info, from udev): a host that runs
+# node_exporter's own view of the device's model (its diskstats collector's info series, from udev): a host that runs
 # no fioscope exporter still tells a local NVMe from a provider's volume (the sysfs model fioscope reads is udev's source)
-_NODE_MODEL = "node_disk_info{%(nodeSelector)s,"
+_NODE_MODEL = columns.INFO_SERIES + "{%(nodeSelector)s,"
 # a device whose model or vendor, in either exporter's series, names a provider's volume
 REMOTE_DEVICE = ("max by (%(clusterLabels)shost, device) (\n"
                  f'      {_MODEL}model=~"{_REMOTE}"}}\n      or {_MODEL}vendor=~"{_REMOTE}"}}\n      or {_NODE_MODEL}model=~"{_REMOTE}"}}\n    )')
