@@ -570,6 +570,27 @@ def jittered_bandwidth(t, rng):
     return out
 
 
+def drifting_paused_cap(t, rng):
+    """A shared r+w cap of 1,700 IOPS of 64 KiB, qd 13, the read share drifting 65 -> 28 % over the episode, the
+    application idle 10 s every 233 s (alerts/tests/random_scenarios.py's paused 14): the reads fall under the most
+    they did minutes ago while the total holds the cap."""
+    def at(second: int) -> Sample:
+        if (second - ONSET) % 233 >= 223:
+            return Sample(r=5, rb=5 * 4096, r_await=0.0004, util=0.002, queue=0.002)
+        share = 0.65 - 0.37 * (second - ONSET) / (END - ONSET)
+        return capped(1700 * share, 1700 * (1 - share), 65536, 13.3)
+    return mixed(t, at)
+
+
+# a cap moving up to +-4.5 % a scrape in a fixed pattern: its first four scrapes 8.9 % apart, over the start's band
+JITTER_PATTERN = (1.045, 0.96, 1.0, 1.03, 0.955, 1.02, 0.99, 1.04, 0.97, 1.01)
+
+
+def wide_jitter_cap(t, _rng):
+    j = JITTER_PATTERN[max(0, t - ONSET) // STEP % len(JITTER_PATTERN)]
+    return capped(1400 * j, 600 * j, 4096, 16)
+
+
 SCENARIOS += [
     *(Scenario(f"IOPS cap 2,000 (70/30, qd 16), {j} % jitter a scrape (one alert)",
                [Device(f"j{j}", "vdb", after_onset(jittered_cap(2000, 0.7, j / 100, 16), light_fast), discards=False)],
@@ -599,6 +620,19 @@ SCENARIOS += [
     Scenario("EBS volume at its cap, node_exporter only (node_disk_info names it)",
              [Device("j12", "nvme1n1", after_onset(iops_cap, light_fast), node_model="Amazon Elastic Block Store", discards=False)],
              {n.ALERT_DISK_THROTTLED: ("j12/nvme1n1", "reads flat at ~700/s")}, {n.ALERT_DISK_THROTTLED: FIRST_PAGE}),
+    # the draws of random_scenarios.py that missed (issue 53's second round)
+    Scenario("shared cap 1,700 IOPS of 64 KiB, the read share drifting 65 -> 28 %, pauses 10 s every 233 s (one alert)",
+             [Device("j13", "vdc", after_onset(drifting_paused_cap, light_fast), discards=False)],
+             {n.ALERT_DISK_THROTTLED: ("j13/vdc", "is throttled at its provider's cap: ")}, {n.ALERT_DISK_THROTTLED: FIRST_PAGE},
+             note="the reads' ceiling falls under its 5-minute peak: the total's at its own (was 35 % of the episode in one firing)"),
+    Scenario("bandwidth cap 62 MiB/s, 4k/16k every 92 s, qd 128, the first window in the 4k phase",
+             [Device("j14", "xvdf", after_onset(dual_cap(1e9, 62 * MIB, (4096, 16384), 92, 128, offset=36), light_fast), discards=False)],
+             {n.ALERT_DISK_THROTTLED: ("j14/xvdf", "is throttled at its provider's cap: ")}, {n.ALERT_DISK_THROTTLED: FIRST_PAGE},
+             note="an IOPS ceiling named first, its bytes/s held (was 75 s)"),
+    Scenario("IOPS cap 2,000 (70/30, qd 16) moving +-4.5 % a scrape, its first four scrapes 8.9 % apart",
+             [Device("j15", "vdb", after_onset(wide_jitter_cap, light_fast), discards=False)],
+             {n.ALERT_DISK_THROTTLED: ("j15/vdb", "is throttled at its provider's cap: ")}, {n.ALERT_DISK_THROTTLED: 90},
+             note="six scrapes within the held band (11 %): 90 s, two scrapes over the minute (was 210 s, three windows in)"),
 ]
 
 COUNTERS = [  # node_exporter counter, per-second increment from a Sample
@@ -987,6 +1021,12 @@ VALUE_CHECKS = [
                      for d, v in (("all", 1000), ("read", 700), ("write", 300))]},
     {"expr": f'{n.DISK_IOPS_SPREAD_RATIO}{{host="s2"}}', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": n.DISK_IOPS_SPREAD_RATIO + _labels({**_S2, "ddir": d}), "value": 1} for d in ("all", "read", "write")]},
+    # ... and their bytes/s (4 KiB requests), within their band too
+    {"expr": f'{n.DISK_SATURATED_BYTES_PER_SECOND_IRATE}{{host="s2"}}', "eval_time": VALUE_AT,
+     "exp_samples": [{"labels": n.DISK_SATURATED_BYTES_PER_SECOND_IRATE + _labels({**_S2, "ddir": d}), "value": v * 4096}
+                     for d, v in (("all", 1000), ("read", 700), ("write", 300))]},
+    {"expr": f'{n.DISK_BYTES_SPREAD_RATIO}{{host="s2"}}', "eval_time": VALUE_AT,
+     "exp_samples": [{"labels": n.DISK_BYTES_SPREAD_RATIO + _labels({**_S2, "ddir": d}), "value": 1} for d in ("all", "read", "write")]},
     # s2 capped: saturated (util 1, a deep queue) and slow in each direction
     {"expr": 'round(fioscope:disk_slow_saturated_await_seconds{host="s2"}, 0.0001)', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": _labels({**_S2, "ddir": d}), "value": v} for d, v in (("read", 0.256), ("write", 0.256), ("all", 0.256))]},

@@ -115,6 +115,10 @@ DISK_RECENT_PEAK = "fioscope:disk_recent_peak"
 # what the held test's spread reads (a pause's or a ramp's partly busy scrape is no sample of a cap)
 DISK_SATURATED_IOPS_IRATE = "fioscope:disk_saturated_iops:irate"
 DISK_IOPS_SPREAD_RATIO = "fioscope:disk_iops_spread_ratio"
+# ... the same of the bytes/s: an IOPS ceiling whose bytes/s held while the request size moved (a bandwidth cap's
+# first window inside one phase of small requests) is held at its level
+DISK_SATURATED_BYTES_PER_SECOND_IRATE = "fioscope:disk_saturated_bytes_per_second:irate"
+DISK_BYTES_SPREAD_RATIO = "fioscope:disk_bytes_spread_ratio"
 DISK_REQUEST_SIZE_BYTES_IRATE = "fioscope:disk_request_size_bytes:irate"
 DISK_PHYSICAL_DEVICE = "fioscope:disk_physical_device"  # local hardware (sysfs model/vendor, or the per-device override)
 DISK_DECLARED_LIMIT_RATIO = "fioscope:disk_declared_limit_ratio"  # only with thresholds.disk_limits

@@ -47,6 +47,7 @@ def params(s: dict) -> dict[str, str]:
         return samples, max(seconds, samples * scrape)
     fio_samples, fio_window = scraped(duration(s, "thresholds", "throttle", "fio_window"), 2)
     samples, window = scraped(min(duration(s, "thresholds", "throttle", "window"), thr["window_scrapes"] * scrape), 3)
+    held_start = max(samples, thr["window_scrapes"], 4)  # the held test's start band's scrapes (heldStartSamples)
     cluster = sel["cluster_label"]
     cause_span = duration(s, "thresholds", "throttle", "page_with_cause")
     for keys in (("thresholds", "throttle", "step_down_lookback"), ("thresholds", "write_cliff_window")):
@@ -97,6 +98,10 @@ def params(s: dict) -> dict[str, str]:
         "windowScrapesRange": f"{round((window + scrape / 2) * 1000)}ms",
         # the held test's spread: between these quantiles of the lookback's busy IOPS once it holds held_spread_windows windows
         "heldSpreadSamples": fmt(thr["held_spread_windows"] * samples),
+        # ... before that, every one within the start's band from a window's scrapes (window_scrapes, at least four:
+        # the 30 s window's three are too few to tell a cap from demand noise), within the held band from two more
+        "heldStartSamples": fmt(held_start),
+        "heldWideSamples": fmt(held_start + 2),
         "heldUpperQuantile": fmt(1 - thr["held_quantile"]),
         # the page that follows the cause record: provider_cap in every evaluation of page_with_cause (a range a
         # millisecond short: the same evaluations on 2.x and 3.x)
