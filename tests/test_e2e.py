@@ -43,7 +43,7 @@ from helpers.scenarios import Run, Scenario, timeline
 pytestmark = pytest.mark.e2e
 
 @pytest.fixture(autouse=True)
-def leaves_nothing_behind(request):
+def leaves_nothing_behind(request, scenarios_running_beside):
     """Each test leaves no loop device, lab cgroup or mount; the scenario lab's test is checked by the lab itself, once
     it is taken down (ScenarioLab.close)."""
     require_root_lab()
@@ -228,6 +228,7 @@ def test_every_dashboard_query_returns_data_during_a_run(scenario_lab, scenario)
     assert p99 and all(math.isfinite(v) and v > 0 for v in p99), p99
 
 
+@pytest.mark.beside_scenarios
 def test_lab_down_after_a_crash_never_touches_foreign_devices(tmp_path):
     """State on disk lets a new process clean up; a loop device re-used by someone else is left alone."""
     state = tmp_path / "lab"
@@ -252,6 +253,7 @@ def test_lab_down_after_a_crash_never_touches_foreign_devices(tmp_path):
         subprocess.run(["losetup", "-d", disk["device"]])
 
 
+@pytest.mark.beside_scenarios
 def test_lab_refuses_clearly_without_root():
     import shutil
     import tempfile

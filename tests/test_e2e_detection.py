@@ -120,6 +120,7 @@ def test_healthy_controls_stay_silent(scenario_lab, scenario):
     assert iops > 100, "the control was not loaded"
 
 
+@pytest.mark.beside_scenarios
 def test_burst_timer_caps_later_and_lab_down_removes_it(tmp_path):
     """The timer outlives `lab up` (as after a crash), writes the caps after the burst, and `down` kills a pending one."""
     from fioscope import lab

@@ -41,6 +41,7 @@ def figures(prom: Prometheus) -> str:
     return "; ".join(out)
 
 
+@pytest.mark.beside_scenarios
 def test_two_hosts_one_prometheus_alert_names_the_capped_host_and_device(tmp_path):
     require_root_lab()
     from fioscope import lab

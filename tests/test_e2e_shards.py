@@ -51,6 +51,7 @@ def shard_hosts(stack: NativeStack) -> list[set[str]]:
              if t["labels"].get("job") in ("node", "fioscope")} for i in range(stack.shards)]
 
 
+@pytest.mark.beside_scenarios
 def test_two_shards_under_thanos_page_through_one_alertmanager_and_answer_the_dashboards_for_both(tmp_path):
     require_root_lab()
     thanos = Path(os.path.expanduser(load_settings()["fleet"]["thanos_binary"]))
