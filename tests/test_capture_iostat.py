@@ -53,7 +53,7 @@ def seed_reading(doc: dict) -> dict[str, dict[str, list[float]]]:
 
 
 def kernel_samples(devices: set[str], n: int = 3) -> list:
-    from fioscope.reporting.capture import parse_cpu, parse_diskstats
+    from fioscope.reporting.iostat_json import parse_cpu, parse_diskstats
 
     samples = []
     for _ in range(n):
@@ -68,7 +68,7 @@ def disk_keys(doc: dict) -> set[frozenset[str]]:
 
 
 def test_every_report_has_every_column_real_iostat_writes_the_first_one_included(tmp_path):
-    from fioscope.reporting.capture import iostat_document
+    from fioscope.reporting.iostat_json import iostat_document
     from fioscope.reporting.offline.load import load_iostat
 
     device = device_for_path(Path("/var/tmp"))
@@ -101,7 +101,7 @@ def test_every_report_has_every_column_real_iostat_writes_the_first_one_included
 def test_the_columns_follow_iostats_formulas_and_an_older_kernels_line_reads_zero_for_what_it_lacks():
     """Merges, %merged, request sizes from two diskstats lines; a 4.17-era line (11 fields: no discards, no flushes) still
     gives every column, d/s and f/s 0, as iostat prints them."""
-    from fioscope.reporting.capture import iostat_document, parse_cpu, parse_diskstats
+    from fioscope.reporting.iostat_json import iostat_document, parse_cpu, parse_diskstats
 
     new = "   7       0 loop0 {r} {rm} {rs} {rt} {w} {wm} {ws} {wt} 0 {io} {wio} {d} 0 {ds} {dt} {f} {ft}"
     a = parse_diskstats(new.format(r=1000, rm=0, rs=8000, rt=500, w=10, wm=0, ws=80, wt=20, io=1000, wio=3000, d=0, ds=0, dt=0,

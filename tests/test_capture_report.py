@@ -238,14 +238,14 @@ def test_no_progress_line_after_stopping(monkeypatch):
     import os
     import threading
 
-    from fioscope.capture import Phase, Progress
+    from fioscope.capture import PlannedPhase, Progress
 
     monkeypatch.delenv("CI", raising=False)  # CI set: no progress at all
     master, slave = os.openpty()
     try:
         with os.fdopen(slave, "w", closefd=False) as terminal:
             stopped = threading.Event()
-            progress = Progress([Phase("idle", 30.0)], terminal, stopped=stopped)
+            progress = Progress([PlannedPhase("idle", 30.0)], terminal, stopped=stopped)
             assert progress.tty
             progress.phase(0, 0.0)
             assert "[1/1] idle" in os.read(master, 4096).decode()

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fioscope.reporting.cause import LABELS as REPORT_WORDS
+from fioscope.reporting.cause_episodes import LABELS as REPORT_WORDS
 from fioscope_mixin.cause import CAUSES
 from fioscope_mixin.names import THROTTLING_ALERTS
 from helpers.cli import fioscope_command

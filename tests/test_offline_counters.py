@@ -32,7 +32,7 @@ def _kernel_samples(n: int, interval: float) -> list:
 def test_a_captures_counters_reach_the_backfill_as_counted(tmp_path, interval):
     """The series backfilled for a capture are the kernel's counters at the instants an iostat file's rebuilt ones
     take, and they move as the rebuilt ones do (but for iostat.json's rounding): the rules judge the same."""
-    from fioscope.reporting.capture import iostat_document
+    from fioscope.reporting.iostat_json import iostat_document
     from fioscope.reporting.offline.counters import Grid, counter_points
     from fioscope.reporting.offline.load import load_iostat
 
@@ -66,7 +66,7 @@ def test_a_captures_counters_reach_the_backfill_as_counted(tmp_path, interval):
 def _bundle(directory, kernel: list, host: str = "vm1"):
     """A capture bundle's iostat.json and its raw samples (samples/diskstats.jsonl, as the sampler writes them: /proc's
     lines in the kernel's units) of ``kernel``'s counters; the bundle's own samples, as read back from the lines."""
-    from fioscope.reporting.capture import iostat_document
+    from fioscope.reporting.iostat_json import iostat_document
     from fioscope.reporting.offline.load import read_bundle_counters
 
     (directory / "samples").mkdir(parents=True)
@@ -120,7 +120,7 @@ def test_a_capture_judged_from_its_counters_reads_as_from_its_rates(tmp_path, ca
     capture's own report), read from the bundle (a report on it later), or rebuilt from the rates (a plain copy)."""
     from fioscope.reporting.offline.load import load_iostat
     from fioscope.reporting.offline.pipeline import backfilled, offline_diagnosis
-    from fioscope.reporting.prometheus import Prometheus
+    from fioscope.reporting.prometheus_api import Prometheus
     from fioscope.reporting.reportjson import report_json
 
     kernel = _bundle(tmp_path / "bundle", _kernel_samples(200, 2.0))

@@ -144,7 +144,7 @@ def test_live_report_reads_the_causes_the_stack_recorded(tmp_path):
     from fioscope.reporting.diagnosis import diagnose, live_input
     from fioscope.reporting.offline.load import load_iostat
     from fioscope.reporting.offline.pipeline import backfilled
-    from fioscope.reporting.prometheus import Prometheus
+    from fioscope.reporting.prometheus_api import Prometheus
 
     captures = load_iostat(str(neighbour_capture(tmp_path / "iostat.json")))
     start, end = captures[0].samples[0].timestamp, captures[0].samples[-1].timestamp
@@ -161,7 +161,7 @@ def test_live_report_reads_the_causes_the_stack_recorded(tmp_path):
 
 
 def test_an_undecided_episode_says_what_the_data_lacked():
-    from fioscope.reporting.cause import CauseEpisode, CauseFindings
+    from fioscope.reporting.cause_episodes import CauseEpisode, CauseFindings
 
     figures = {"await_seconds": 0.004, "normal_await_seconds": 0.001, "iops": 500.0, "normal_iops": 500.0}
     found = CauseFindings([CauseEpisode("vm", "vdb", 0.0, 600.0, None, figures=figures)], ["the requests in flight (a stall)"])
@@ -174,7 +174,7 @@ def test_an_undecided_episode_says_what_the_data_lacked():
 def test_an_undecided_episode_at_the_throttling_checks_ceiling_is_never_load():
     """A capture's short overload on a capped disk: slow, more IO/s than at its normal, no cause named yet (its rule needs
     longer), but the throttling check held: slow at that ceiling, not "load, not a fault" (the lab capture said that)."""
-    from fioscope.reporting.cause import CauseEpisode, CauseFindings
+    from fioscope.reporting.cause_episodes import CauseEpisode, CauseFindings
 
     figures = {"await_seconds": 0.101, "normal_await_seconds": 0.000563, "iops": 659.0, "normal_iops": 242.0}
     found = CauseFindings([CauseEpisode("vm", "loop0", 100.0, 145.0, None, figures=figures)])

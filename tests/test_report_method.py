@@ -187,7 +187,7 @@ def test_downsampling_keeps_each_buckets_minimum_and_maximum():
 
 def test_kernel_counters_become_iostat_columns_and_round_trip_through_iostat_json(tmp_path):
     """capture's /proc/diskstats reading -> iostat's columns (as iostat computes them) -> iostat.json -> the offline reader."""
-    from fioscope.reporting.capture import iostat_document, parse_cpu, parse_diskstats
+    from fioscope.reporting.iostat_json import iostat_document, parse_cpu, parse_diskstats
     from fioscope.reporting.offline.load import load_iostat
 
     line = "   7       0 loop0 {r} 0 {rs} {rt} {w} 0 {ws} {wt} 0 {io} {wio} 0 0 0 0 0 0"

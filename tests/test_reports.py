@@ -384,7 +384,7 @@ def test_sweep_expansion_is_a_valid_job_file(tmp_path):
 
 def test_window_and_downsampling_step():
     from fioscope.reporting import ReportError
-    from fioscope.reporting.prometheus import MAX_POINTS, step_for, window
+    from fioscope.reporting.prometheus_api import MAX_POINTS, step_for, window
 
     assert window(None, None, "24h", now=1_800_000_000) == (1_800_000_000 - 86400, 1_800_000_000)
     with pytest.raises(ReportError, match="empty"):

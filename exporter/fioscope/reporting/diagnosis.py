@@ -27,7 +27,7 @@ from matplotlib.ticker import PercentFormatter
 from ..thresholds import Thresholds, shipped
 from ..verdicts import etcd_fsync
 from . import ReportError, humanize, reportjson
-from .cause import CauseFindings, cause_findings
+from .cause_episodes import CauseFindings, cause_findings
 from .charts import Line, Window, time_chart
 from .html import Report, Section, Table, Verdict
 from .phases import (
@@ -45,8 +45,8 @@ from .phases import (
     phases,
     throttled_spans,
 )
-from .prometheus import Prometheus, Series, spans, step_for
-from .prometheus import where_device as _key
+from .prometheus_api import Prometheus, Series, spans, step_for
+from .prometheus_api import where_device as _key
 from .timeline import MAX_POINTS, TRACKED_COUNTERS, CpuTimeline, DiskCounters, Timeline, cpu_from_counters, from_counters, limit
 
 log = logging.getLogger("fioscope.report")
@@ -120,7 +120,7 @@ class DiagnosisInput:
     # (start, end, reason, device) of loads that failed (capture's phases); each run's own ``failed`` counts too: such a
     # device's verdict is "inconclusive — the load failed", never a pass
     failed_loads: list[tuple[float, float, str, str]] = field(default_factory=list)
-    causes: CauseFindings = field(default_factory=CauseFindings)  # why each device was slow, per episode (``cause``)
+    causes: CauseFindings = field(default_factory=CauseFindings)  # why each device was slow, per episode (``cause_episodes``)
 
 
 def live_input(prom: Prometheus, start: float, end: float, host: str | None, devices: list[str] | None,

@@ -35,7 +35,7 @@ def run_report(args, thresholds: Thresholds) -> Path:
         report = offline_diagnosis(args.iostat, args.results, args.device, thresholds)
     elif args.prometheus_url:
         from .diagnosis import diagnose, live_input
-        from .prometheus import Prometheus, window
+        from .prometheus_api import Prometheus, window
 
         start, end = window(args.start, args.end, args.last)
         report = diagnose(live_input(Prometheus(args.prometheus_url), start, end, args.host, args.device, thresholds))

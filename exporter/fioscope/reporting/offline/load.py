@@ -22,7 +22,7 @@ from fioscope_mixin.columns import CPU_MODES
 
 from ...resultfile import MAX_LABEL_CHARS, printable
 from .. import ReportError
-from ..capture import parse_cpu, parse_diskstats
+from ..iostat_json import parse_cpu, parse_diskstats
 from ..phases import RunWindow
 from ..results import read_runs
 from ..timeline import DiskCounters, iostat_row

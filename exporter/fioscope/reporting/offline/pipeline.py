@@ -12,10 +12,10 @@ from pathlib import Path
 from fioscope_mixin.columns import CPU_MODES
 
 from ...thresholds import Thresholds, shipped
-from ..cause import cause_findings
+from ..cause_episodes import cause_findings
 from ..diagnosis import DiagnosisInput, cause_settings, device_names, diagnose, fio_figures
 from ..html import Report
-from ..prometheus import Prometheus
+from ..prometheus_api import Prometheus
 from ..timeline import CpuTimeline, from_iostat_samples
 from .counters import Family, counter_points, fio_rate_series, fio_series, merged
 from .load import (

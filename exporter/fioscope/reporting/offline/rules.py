@@ -15,7 +15,7 @@ from fioscope_mixin.units import UnitError, parse_duration
 from ...thresholds import Thresholds
 from .. import ReportError
 from ..diagnosis import Firing, spans
-from ..prometheus import Prometheus
+from ..prometheus_api import Prometheus
 from .counters import MIN_GRID_STEP, Family, Grid, _labels
 
 RULE_BUDGET = 80_000  # samples one recording rule may produce over the captures (all its series)

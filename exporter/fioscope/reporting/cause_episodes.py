@@ -18,8 +18,8 @@ from fioscope_mixin.cause import CAUSES
 from fioscope_mixin.columns import IN_FLIGHT_SERIES
 
 from . import humanize
-from .prometheus import Prometheus, Series, spans
-from .prometheus import where_device as _key
+from .prometheus_api import Prometheus, Series, spans
+from .prometheus_api import where_device as _key
 
 # the mixin's words, made to follow "slow because of" where they do not already
 LABELS = {**dict(CAUSES), "stall": "a stall (requests in flight, almost none completing)",
