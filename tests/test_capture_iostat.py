@@ -11,15 +11,22 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fioscope.blockdev import device_for_path
-from helpers.cli import fioscope, fioscope_command
+from fioscope_testkit.cli import fioscope, fioscope_command
+from fioscope_testkit.net import free_port, http_get
+from fioscope_testkit.paths import checkout_env
+from helpers.bundles import disk_directory
 from helpers.exposition import parse_exposition
-from helpers.net import free_port, http_get
-from helpers.paths import checkout_env
-from test_capture_hostile import target  # noqa: F401  (a directory on the machine's disk, removed afterwards)
+
+
+@pytest.fixture
+def target() -> Iterator[Path]:
+    with disk_directory("capture-iostat") as path:
+        yield path
 
 
 def real_iostat(*devices: str) -> dict:
@@ -127,7 +134,7 @@ def test_the_columns_follow_iostats_formulas_and_an_older_kernels_line_reads_zer
 
 
 @pytest.mark.slow
-def test_a_real_captures_bundle_reads_as_the_seed_reads_it_and_its_phases_carry_the_new_columns(tmp_path, target):  # noqa: F811
+def test_a_real_captures_bundle_reads_as_the_seed_reads_it_and_its_phases_carry_the_new_columns(tmp_path, target):
     """``fioscope capture`` of a small paced load on the machine's disk: its iostat.json has the device in its first report
     and every column of iostat's in every report; report.json's phases carry request sizes and %iowait/%steal."""
     device = device_for_path(target)
@@ -163,7 +170,7 @@ def test_a_real_captures_bundle_reads_as_the_seed_reads_it_and_its_phases_carry_
 
 
 @pytest.mark.slow
-def test_a_capture_serves_its_live_figures_where_asked_and_stops_serving_at_its_end(tmp_path, target):  # noqa: F811
+def test_a_capture_serves_its_live_figures_where_asked_and_stops_serving_at_its_end(tmp_path, target):
     """``--web.listen-address``: while the capture's load runs, its /metrics shows what the exporter's would (the job
     running, its live write rate on the target's device, the paced 60 writes of 4 KiB a second), so a stack watching the
     host sees a capture's load; once the capture has written its report, nothing listens there."""

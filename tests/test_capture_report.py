@@ -18,8 +18,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from helpers.cli import fioscope
-from helpers.paths import IOSTAT
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.paths import IOSTAT
 from helpers.report_page import open_in_chromium, rendered
 
 T0 = dt.datetime(2026, 11, 25, 12, 39, 5, tzinfo=dt.UTC).timestamp()

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers.paths import REPO
+from fioscope_testkit.paths import REPO
 
 TABLE = REPO / "mixin" / "fioscope_mixin" / "columns.py"
 # a node_exporter disk or CPU series, or a diskstats line cut into its fields (text.split() then [3:14]-style indexing)

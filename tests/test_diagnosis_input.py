@@ -3,7 +3,7 @@ report whole when it is made (its caller's title and summary lines go in, nothin
 
 from __future__ import annotations
 
-from helpers.paths import IOSTAT
+from fioscope_testkit.paths import IOSTAT
 
 
 def test_diagnose_is_pure_and_takes_its_callers_title_and_lines(monkeypatch):

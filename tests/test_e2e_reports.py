@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 from fioscope_mixin.units import parse_duration
-from helpers.cli import fioscope
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.net import wait_for
 from helpers.lab import CAP_SCRAPE_INTERVAL, THROTTLE, lab_stack, require_root_lab
-from helpers.net import wait_for
 from helpers.report_page import rendered
 from helpers.scenarios import device_timeline
 

@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
-from helpers.paths import FIO_OUTPUTS
+from fioscope_testkit.paths import FIO_OUTPUTS
 
 ONSET, EPISODE_END, END = 20 * 60, 30 * 60, 36 * 60  # seconds into the capture
 
@@ -52,7 +52,7 @@ def neighbour_capture(path: Path, step: int = 5) -> Path:
 @pytest.fixture(scope="module")
 def neighbour_report(tmp_path_factory) -> tuple[Path, dict]:
     """``fioscope report --iostat`` over the capture: its directory and report.json."""
-    from helpers.cli import fioscope
+    from fioscope_testkit.cli import fioscope
 
     tmp = tmp_path_factory.mktemp("cause")
     out = tmp / "report"
@@ -220,7 +220,7 @@ def test_a_capture_whose_fio_waits_above_an_idle_disk_names_a_wait_above_the_dis
     """The offline report reads fio's median completion latency while each run ran, as the exporter's live figures give
     it: a starved application over a disk at its normal latency is a wait above the disk, in report.json and on the page;
     the calm run before names nothing."""
-    from helpers.cli import fioscope
+    from fioscope_testkit.cli import fioscope
     from helpers.report_page import rendered
 
     iostat, results, start = starved_capture(tmp_path)
@@ -290,7 +290,7 @@ def test_a_capture_of_a_write_burst_names_the_write_back_cliff_from_fios_own_rat
     the exporter's live figure: the application's rate falling to a fifth while the device below writes on at its cap is
     a write-back cliff, named within 2 minutes of the fall and never before it, the device's cause. The same bundle
     without the rates names no cliff: the device alone never shows it."""
-    from helpers.cli import fioscope
+    from fioscope_testkit.cli import fioscope
     from helpers.report_page import rendered
 
     docs, outs = {}, {}
@@ -316,7 +316,7 @@ def test_a_capture_of_a_write_burst_names_the_write_back_cliff_from_fios_own_rat
 
 @pytest.mark.slow
 def test_an_unreadable_fio_rates_file_is_one_warning_and_the_report_goes_on(tmp_path):
-    from helpers.cli import fioscope
+    from fioscope_testkit.cli import fioscope
 
     iostat, _ = cliff_bundle(tmp_path)
     rates = iostat.parent / "samples" / "fio.jsonl"

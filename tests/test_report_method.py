@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.cli import fioscope
-from helpers.paths import FIXTURES, IOSTAT, checkout_env
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.paths import FIXTURES, IOSTAT, checkout_env
 from helpers.report_page import Verdicts, lab_device, open_in_chromium
 
 COLUMNS = ("r/s", "w/s", "rkB/s", "wkB/s", "r_await", "w_await", "aqu-sz", "util")

@@ -17,10 +17,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.cli import fioscope
-from helpers.net import free_port
-from helpers.paths import IOSTAT, REPO
-from helpers.prometheus import Prometheus
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.net import free_port
+from fioscope_testkit.paths import IOSTAT, REPO
+from fioscope_testkit.prometheus import Prometheus
 from helpers.report_page import lab_device, rendered
 
 LAB_CAP_IOPS = 200  # capture.sh: --read-iops 200

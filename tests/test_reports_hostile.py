@@ -16,9 +16,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from fioscope_testkit.cli import fioscope, fioscope_command
+from fioscope_testkit.paths import IOSTAT, checkout_env
 from helpers import hostile_reports as hostile
-from helpers.cli import fioscope, fioscope_command
-from helpers.paths import IOSTAT, checkout_env
 from helpers.report_page import open_in_chromium
 
 

@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from helpers.binaries import require
-from helpers.cli import fioscope
-from helpers.paths import IOSTAT, REPO
+from fioscope_testkit.binaries import require
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.paths import IOSTAT, REPO
 
 # every module of both packages a command may import: none may open alerts/config.yaml (or any YAML) on import
 IMPORTS = ("import pkgutil, importlib, fioscope, fioscope_mixin\n"
