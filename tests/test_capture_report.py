@@ -315,6 +315,8 @@ def _overload_diagnosis(tmp_path: Path):
     """The overload capture through the pure diagnosis, the throttling alert held where the rules hold it (12:43:07 to the
     load's end): the charts as drawn, no Prometheus needed."""
     from fioscope.reporting.diagnosis import DiagnosisInput, FioFigures, Firing, diagnose
+    from fioscope.reporting.diagnosis_page import diagnosis_report
+    from fioscope.reporting.live import alert_summaries
     from fioscope.reporting.offline.load import load_fio_runs, load_iostat
     from fioscope.reporting.timeline import CpuTimeline, from_iostat_samples
     from fioscope.thresholds import shipped
@@ -328,7 +330,9 @@ def _overload_diagnosis(tmp_path: Path):
     over = phase_edges()[3]
     fired = [Firing("FioscopeDiskThrottledUnderFioLoad", {"host": "vm", "device": "loop0"}, over[1] + 32, over[2] + 2)]
     start, end = capture.samples[0].timestamp, capture.samples[-1].timestamp
-    return diagnose(DiagnosisInput(start, end, 15.0, timelines, cpus, runs, fired, {}, {}, FioFigures(), shipped()))
+    return diagnosis_report(diagnose(DiagnosisInput(start=start, end=end, step=15.0, timelines=timelines, cpus=cpus, runs=runs,
+                                                    fired=fired, names={}, declared={}, fio=FioFigures(), thresholds=shipped(),
+                                                    summaries=alert_summaries(shipped()))))
 
 
 def test_chart_legends_say_the_axis_unit_sit_beside_the_data_and_the_cap_is_drawn(tmp_path):

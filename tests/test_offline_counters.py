@@ -81,6 +81,8 @@ def test_a_capture_judged_from_its_counters_reads_as_from_its_rates(tmp_path, ca
     capture's own report), read from the bundle (a report on it later), or rebuilt from the rates (a plain copy)."""
     from fioscope.reporting.offline.load import load_iostat
     from fioscope.reporting.offline.pipeline import backfilled, offline_diagnosis
+    from fioscope.reporting.offline.rules import generate_rules
+    from fioscope.thresholds import shipped
     from fioscope.reporting.prometheus_api import Prometheus
     from fioscope.reporting.reportjson import report_json
 
@@ -89,11 +91,12 @@ def test_a_capture_judged_from_its_counters_reads_as_from_its_rates(tmp_path, ca
     plain = tmp_path / "plain.json"
     plain.write_text((tmp_path / "bundle" / "iostat.json").read_text())
     end = load_iostat(path)[0].samples[-1].timestamp
-    with backfilled(load_iostat(path), [], tmp_path / "work", kernel={path: kernel}) as server:
+    with backfilled(load_iostat(path), [], tmp_path / "work", generate_rules(shipped()), kernel={path: kernel}) as server:
         [reads] = Prometheus(server.url).instant('node_disk_reads_completed_total{device="loop0"}', end)
     assert reads.values[0] == kernel[-1][1]["loop0"].reads
     reports = [json.loads(report_json(offline_diagnosis(*args, **kw))) for args, kw in (
-        (([path], None, None), {"kernel": {path: kernel}}), (([path], None, None), {}), (([str(plain)], None, None), {}))]
+        (([path], None, None, shipped()), {"kernel": {path: kernel}}), (([path], None, None, shipped()), {}),
+        (([str(plain)], None, None, shipped()), {}))]
     assert reports[2].pop("title").endswith("plain.json") and reports[0].pop("title") == reports[1].pop("title")
     assert reports[0] == reports[1] == reports[2]
     assert reports[0]["devices"][0]["series"]["r/s"] and any(v["kind"] == "alerts" for v in reports[0]["verdicts"])

@@ -122,14 +122,13 @@ def test_slow_under_more_load_is_no_fault_and_names_no_cause(neighbour_report):
 def test_offline_levels_put_each_cause_after_what_it_reads_and_the_causes_before_it():
     """Offline, a level reads only what lower levels backfilled: a cause ``unless`` a higher cause must come after it, and
     after the slow ratio and the normal load it reads (all the causes shared one level, before either: none was named)."""
-    from fioscope.reporting.offline.rules import load_rules as _load_rules
-    from fioscope.reporting.offline.rules import rule_levels
+    from fioscope.reporting.offline.rules import generate_rules, rule_levels
     from fioscope.thresholds import shipped
     from fioscope_mixin import names as n
     from fioscope_mixin.cause import CAUSES
 
     level = {}
-    for i, rules in enumerate(rule_levels(_load_rules("recording.rules.yaml", shipped()))):
+    for i, rules in enumerate(rule_levels(generate_rules(shipped()).recording)):
         for rule in rules:
             level[(rule["record"], (rule.get("labels") or {}).get("cause", ""))] = i
     causes = [level[(n.DISK_SLOW_CAUSE, c)] for c, _ in CAUSES]
@@ -141,16 +140,20 @@ def test_offline_levels_put_each_cause_after_what_it_reads_and_the_causes_before
 def test_live_report_reads_the_causes_the_stack_recorded(tmp_path):
     """The live report reads the cause series a Prometheus recorded (here one serving the capture with the rules' output
     backfilled, as the offline report's is): the same episodes, per device, as offline."""
-    from fioscope.reporting.diagnosis import diagnose, live_input
+    from fioscope.reporting.diagnosis import diagnose
+    from fioscope.reporting.diagnosis_page import diagnosis_report
+    from fioscope.reporting.live import live_input
     from fioscope.reporting.offline.load import load_iostat
     from fioscope.reporting.offline.pipeline import backfilled
+    from fioscope.reporting.offline.rules import generate_rules
     from fioscope.reporting.prometheus_api import Prometheus
+    from fioscope.thresholds import shipped
 
     captures = load_iostat(str(neighbour_capture(tmp_path / "iostat.json")))
     start, end = captures[0].samples[0].timestamp, captures[0].samples[-1].timestamp
-    with backfilled(captures, [], tmp_path / "work") as server:
-        inp = live_input(Prometheus(server.url), start, end, "vm", None)
-    report = diagnose(inp)
+    with backfilled(captures, [], tmp_path / "work", generate_rules(shipped())) as server:
+        inp = live_input(Prometheus(server.url), start, end, "vm", None, shipped())
+    report = diagnosis_report(diagnose(inp))
     causes = {d["device"]: (d["cause"] or {}).get("key") for d in report.json["devices"]}
     assert causes == {"vdb": "noisy_neighbour", "vdc": None, "vdd": None}, causes
     [headline] = [v for v in report.verdicts if v.kind == "headline" and v.data["device"] == "vdb"]

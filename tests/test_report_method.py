@@ -151,9 +151,10 @@ def test_no_data_is_grey_never_green():
     from fioscope.reporting.diagnosis import await_verdict
     from fioscope.reporting.phases import headline
     from fioscope.reporting.timeline import Timeline
+    from fioscope.thresholds import shipped
 
     quiet = Timeline("vm", "vdb", {c: [(float(t), 0.0) for t in range(10)] for c in COLUMNS}, 1.0)
-    verdict = await_verdict("vdb", "vdb", quiet, [])
+    verdict = await_verdict("vdb", "vdb", quiet, [], shipped().sla_seconds("vdb"))
     assert verdict.ok is None and "no data" in verdict.text
     assert headline(Timeline("vm", "vdb", {c: [] for c in COLUMNS}), [], []) == (None, "vdb: no data")
 

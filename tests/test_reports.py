@@ -61,8 +61,9 @@ def test_offline_diagnosis_capped_disk_is_throttled_at_the_lab_cap(tmp_path):
 @pytest.mark.slow
 def test_offline_diagnosis_healthy_disk_is_not_throttled(tmp_path):
     from fioscope.reporting.offline.pipeline import offline_diagnosis
+    from fioscope.thresholds import shipped
 
-    report = offline_diagnosis([str(IOSTAT / "healthy.json")], str(IOSTAT / "healthy-results"), None)
+    report = offline_diagnosis([str(IOSTAT / "healthy.json")], str(IOSTAT / "healthy-results"), None, shipped())
     throttled = [v for v in report.verdicts if v.kind == "throttled"]
     assert throttled and all(v.ok for v in throttled), [v.text for v in throttled]
     headlines = [v.text for v in report.verdicts if v.kind == "headline"]
@@ -99,9 +100,10 @@ def test_offline_diagnosis_burst_then_cap_is_throttled(tmp_path):
     """Burst credits spent: FioscopeDiskThrottledAfterBurst fires, so the verdict says throttled (it said
     "not throttled" while its own alert list fired that alert: the diagnosis had its own list of throttling alerts)."""
     from fioscope.reporting.offline.pipeline import offline_diagnosis
+    from fioscope.thresholds import shipped
     from fioscope_mixin.names import ALERT_DISK_THROTTLED_AFTER_BURST
 
-    report = offline_diagnosis([str(burst_then_cap_capture(tmp_path / "burst.json"))], None, None)
+    report = offline_diagnosis([str(burst_then_cap_capture(tmp_path / "burst.json"))], None, None, shipped())
     [alerts] = [v for v in report.verdicts if v.kind == "alerts"]
     assert ALERT_DISK_THROTTLED_AFTER_BURST in alerts.data["alerts"]  # by name in report.json; the page says what it means
     [throttled] = [v for v in report.verdicts if v.kind == "throttled"]

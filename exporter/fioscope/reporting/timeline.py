@@ -166,10 +166,14 @@ def downsample(points: Points, max_points: int = MAX_POINTS) -> Points:
     return out
 
 
+def too_long(timeline: Timeline, max_points: int = MAX_POINTS) -> bool:
+    """Whether ``limit`` downsamples it."""
+    return any(len(p) > max_points for p in timeline.series.values())
+
+
 def limit(timeline: Timeline, max_points: int = MAX_POINTS) -> Timeline:
     """The timeline as drawn: downsampled (min/max per bucket) where it is longer than ``max_points``."""
-    long = any(len(p) > max_points for p in timeline.series.values())
-    if not long:
+    if not too_long(timeline, max_points):
         return timeline
     return Timeline(timeline.host, timeline.device, {c: downsample(p, max_points) for c, p in timeline.series.items()},
                     timeline.interval, downsampled=True)
