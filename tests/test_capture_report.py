@@ -213,7 +213,11 @@ def test_the_headline_says_each_phase_and_the_throttled_window_is_when_the_alert
     held = [x for x in report["alerts"] if x["labels"].get("device") == "loop0" and x["alert"].startswith("FioscopeDiskThrottled")]
     assert held and abs(a - min(x["start"] for x in held)) <= STEP and b <= max(x["end"] for x in held) + STEP
     assert over[0] - STEP <= a < b <= over[1] + STEP, (a, b, over)
-    assert text.startswith(f"loop0 was throttled from {_hhmmss(a)} to {_hhmmss(b)} UTC")
+    # item 3 of issue 54: one short sentence first (what, since when, why, the ceiling), the evidence after it
+    sentence, _, _ = text.partition(". ")
+    assert re.fullmatch(rf"loop0 was throttled by its provider for \S+ from {_hhmmss(a)[:5]} UTC at ~700 reads/s \+ ~300 writes/s",
+                        sentence), sentence
+    assert f". Throttled from {_hhmmss(a)} to {_hhmmss(b)} UTC: " in text
     assert _hhmmss(sla_load[0]) not in text
     # per phase, in time order: the SLA load met at its fast await; the overload at the cap, the wait behind it
     sla_part, over_part = text.split(": ", 1)[1].split("; ")[:2]
@@ -452,7 +456,7 @@ def test_the_disk_under_the_load_gets_the_captures_phase_comparison(tmp_path):
     assert all(p["label"].startswith("cloud-sla-70-30 on loop0") for p in (sla, over)), (sla["label"], over["label"])
     assert sla["r/s"] == pytest.approx(697, rel=0.03) and over["r/s"] == pytest.approx(CAP[0], rel=0.03)
     assert all(p["iops"] < 1 for p in dev["phases"] if p["kind"] == "idle")
-    assert "no fio run on it" in dev["verdict"], dev["verdict"]
+    assert "No fio run on it" in dev["verdict"], dev["verdict"]
     dom, console = open_in_chromium(out / "report.html", tmp_path / "screenshot.png")
     assert console == [], console
     labels = [r[0] for r in _Tables(dom).rows if r]

@@ -118,7 +118,7 @@ def test_diagnosis_report_from_the_live_stack(tmp_path):
             # no load outside the run: the samples drawn after it ended are idle again
             assert all(v < 0.05 * fio_iops for t, v in points_between(dev, run["end"] + 2 * dev["interval"], run["end"] + 20))
         [headline] = page.of("headline", device=capped)
-        assert headline["data-ok"] == "false" and "was throttled from" in headline["text"]
+        assert headline["data-ok"] == "false" and "Throttled from" in headline["text"]
         shutil.copy(tmp_path / "screenshot.png", out / "screenshot-live.png")
 
 

@@ -9,7 +9,6 @@ a ``Diagnosis`` (report.html, its charts, report.json), and this module imports 
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from fioscope_mixin.units import format_duration
 
 from ..thresholds import Thresholds
 from ..verdicts import Verdict, etcd_fsync
-from . import ReportError, humanize
+from . import ReportError, humanize, wording
 from .cause_episodes import CauseFindings
 from .phases import (
     IDLE_DEVICE_UTIL,
@@ -28,14 +27,16 @@ from .phases import (
     Phase,
     RunWindow,
     borrowed_loads,
-    headline,
+    evidence,
     idle_is_clean,
     is_idle_device,
+    median_in,
     phases,
     throttled_spans,
 )
 from .prometheus_api import where_device as _key
 from .timeline import MAX_POINTS, CpuTimeline, Timeline, too_long
+from .wording import fmt_time
 
 # which alert says what: fioscope_mixin.names (one list of the throttling alerts for the rules, dashboards and reports)
 THROTTLE_ALERTS, SLA_ALERTS, FSYNC_ALERTS, IOWAIT_ALERTS = n.THROTTLING_ALERTS, n.SLA_ALERTS, n.FSYNC_ALERTS, n.IOWAIT_ALERTS
@@ -48,10 +49,6 @@ class Firing:
     start: float
     end: float
 
-
-
-def fmt_time(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 
@@ -180,31 +177,30 @@ def diagnose(inp: DiagnosisInput) -> Diagnosis:
         alerts = ", ".join(sorted({f.alertname for f in throttle}))  # report.json and the details section; plain words on the page
         slack = max(timeline.interval, inp.step)  # one sample (or evaluation step) either side of the alert's window
         held = throttled_spans(windows, device_phases, slack)
-        ok, text = headline(timeline, device_phases, held)
+        ok, shown = evidence(timeline, device_phases, held)
+        why = inp.causes.verdict(*key, held)  # the cause of its slow episodes, in plain words
+        cause = inp.causes.dominant(*key)
+        text = wording.headline(device, ok, f"{shown}; {why}" if why else shown, throttled=held, until=end - slack,
+                                reads=median_in(timeline, "r/s", held), writes=median_in(timeline, "w/s", held), cause=cause,
+                                slow_since=next((e.start for e in inp.causes.of(*key) if cause and e.cause == cause["key"]), None))
         if failed:
-            more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-            ok, text = False, f"{device}: inconclusive — the load failed: {failed[0]}{more}"
-            mark_failed(device_phases, [(a, b, why) for a, b, why, dev in inp.failed_loads if not dev or dev == device])
-        if why := inp.causes.verdict(*key, held):  # the cause of its slow episodes, in plain words
-            text = f"{text}; {why}"
+            ok, text = False, wording.inconclusive(device, failed[0], len(failed) - 1) + (f"; {why}" if why else "")
+            mark_failed(device_phases, [(a, b, reason) for a, b, reason, dev in inp.failed_loads if not dev or dev == device])
         first = Verdict("headline", ok, text, {"device": device, "host": timeline.host})
         extra: list[Verdict] = [first]
         if throttle:
             ceiling = statistics.median([v for t, v in timeline.iops() if any(a <= t <= b for a, b in held)] or [0.0])
-            extra.append(Verdict("throttled", False, f"{label}: THROTTLED — IOPS flat at a ceiling of {humanize.count(ceiling)}/s "
-                                 f"({', '.join(f'{fmt_time(a)}–{fmt_time(b)[11:]}' for a, b in windows[:4])} UTC); "
-                                 f"declared limit: {limits.get(device) or 'none declared'}",
+            extra.append(Verdict("throttled", False, wording.throttled_row(label, ceiling, windows, limits.get(device, "")),
                                  {"device": device, "ceiling-iops": f"{ceiling:.1f}", "alerts": alerts}))
         else:
-            extra.append(Verdict("throttled", True, f"{label}: not throttled (no throttling signature in the window)"
-                                 + (f"; declared limit: {limits[device]}" if limits.get(device) else ""), {"device": device}))
+            extra.append(Verdict("throttled", True, wording.not_throttled_row(label, limits.get(device, "")), {"device": device}))
         above_sla = [f for f in mine if f.alertname in SLA_ALERTS]
         extra.append(await_verdict(label, device, timeline, above_sla, inp.thresholds.sla_seconds(device),
                                    duration(inp.thresholds.settings, "durations", "latency_sla"), Measured.of(start, end, device_phases)))
         verdicts += extra
         judged.append(DeviceDiagnosis(timeline.host, device, label, timeline, headline=first, load_failed=failed[0] if failed else None,
                                       phases=compared, throttled=held, shaded=borrowed or [r for r in runs if r.loads(device)],
-                                      cause=inp.causes.dominant(*key), cause_episodes=[e.json() for e in inp.causes.of(*key)]))
+                                      cause=cause, cause_episodes=[e.json() for e in inp.causes.of(*key)]))
     if idle:
         verdicts.append(Verdict("idle-devices", None, (f"Idle, not charted (no fio run, util below {IDLE_DEVICE_UTIL:g} % "
                                                               f"and under {IDLE_IOPS:g} IO/s): ") + ", ".join(idle), {"count": len(idle)}))

@@ -7,10 +7,11 @@ from matplotlib.ticker import PercentFormatter
 
 from . import humanize, reportjson
 from .charts import Line, Window, count_axis, latency_axis, time_chart
-from .diagnosis import Diagnosis, fmt_time
+from .diagnosis import Diagnosis
 from .html import Report, Section, Table
 from .phases import PHASE_COLUMNS, Phase, RunWindow, median_in, phase_rows
 from .timeline import MAX_POINTS, Timeline, limit
+from .wording import fmt_time
 
 
 def diagnosis_report(d: Diagnosis) -> Report:
@@ -36,7 +37,7 @@ def diagnosis_report(d: Diagnosis) -> Report:
                  ", ".join(f"{k}={v}" for k, v in sorted(f.labels.items()) if k in ("host", "instance", "device", "jobname", "target")),
                  fmt_time(f.start), fmt_time(f.end)] for f in d.fired]
         report.sections.append(Section("Details: the alert rules that fired", details=True, tables=[
-            Table(["alert", "what it says", "severity", "where", "from (UTC)", "to (UTC)"], rows)]))
+            Table(["alert", "what it says", "severity", "where", "from (UTC)", "to (UTC)"], rows, kind="alerts")]))
     report.json = reportjson.diagnosis(d.start, d.end, d.runs, devices_json, [
         {"alert": f.alertname, "summary": d.summaries.get(f.alertname, ""),
          "labels": {k: v for k, v in f.labels.items() if k != "__name__"}, "start": f.start, "end": f.end} for f in d.fired])
@@ -67,7 +68,7 @@ def device_section(label: str, timeline: Timeline, runs: list[RunWindow], device
         time_chart(f"{slug}-queue", f"{timeline.device} queue size (aqu-sz)", lines("aqu-sz"), "", shaded,
                    formatter=count_axis(""), span=span),
     ]
-    table = Table(PHASE_COLUMNS, phase_rows(device_phases), failed={i for i, p in enumerate(device_phases) if p.failed})
+    table = Table(PHASE_COLUMNS, phase_rows(device_phases), failed={i for i, p in enumerate(device_phases) if p.failed}, kind="phases")
     note = [f"Downsampled: at most {MAX_POINTS} points per series, each bucket's minimum and maximum kept."] if timeline.downsampled else []
     return Section(label, charts=charts, tables=[table] if device_phases else [], lines=note)
 
