@@ -180,7 +180,10 @@ def diagnose(inp: DiagnosisInput) -> Diagnosis:
         ok, shown = evidence(timeline, device_phases, held)
         why = inp.causes.verdict(*key, held)  # the cause of its slow episodes, in plain words
         cause = inp.causes.dominant(*key)
-        text = wording.headline(device, ok, f"{shown}; {why}" if why else shown, throttled=held, until=end - slack,
+        # "has been throttled since" where it held to the window's end (a step's slack) with no phase after it (an idle one
+        # after the load it held in: it was throttled, and is no longer)
+        after = held and any(p.start >= held[-1][1] - 1 for p in device_phases)
+        text = wording.headline(device, ok, f"{shown}; {why}" if why else shown, throttled=held, until=math.inf if after else end - slack,
                                 reads=median_in(timeline, "r/s", held), writes=median_in(timeline, "w/s", held), cause=cause,
                                 slow_since=next((e.start for e in inp.causes.of(*key) if cause and e.cause == cause["key"]), None))
         if failed:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from fioscope_mixin.columns import charted
 from matplotlib.ticker import PercentFormatter
 
 from . import humanize, reportjson
@@ -55,17 +56,20 @@ def device_section(label: str, timeline: Timeline, runs: list[RunWindow], device
                 for c, label in zip(columns, labels or columns)]
 
     caps = [(f"cap ~{humanize.approx(v)} {c}", v) for c in ("r/s", "w/s") if (v := median_in(timeline, c, held or [])) >= 1]
+    # each chart draws the columns the column table gives it (fioscope_mixin.columns.charted)
     charts = [
-        time_chart(f"{slug}-iops", f"{timeline.device} IOPS", lines("r/s", "w/s"), "", shaded, formatter=count_axis("IO/s"),
+        time_chart(f"{slug}-iops", f"{timeline.device} IOPS", lines(*charted("iops")), "", shaded, formatter=count_axis("IO/s"),
                    ylabel="IO/s", span=span, levels=caps),
         # iostat's rkB/s and wkB/s, drawn in MiB/s: named by what the axis shows
         time_chart(f"{slug}-throughput", f"{timeline.device} throughput (MiB/s)",
-                   lines("rkB/s", "wkB/s", scale=1 / 1024, labels=("read MiB/s", "write MiB/s")), "", shaded,
-                   formatter=count_axis("MiB/s"), ylabel="MiB/s", span=span),
-        time_chart(f"{slug}-await", f"{timeline.device} await", lines("r_await", "w_await"), "", shaded,
+                   lines(*charted("throughput"), scale=1 / 1024,
+                         labels=tuple(f"{'read' if c.startswith('r') else 'write'} MiB/s" for c in charted("throughput"))),
+                   "", shaded, formatter=count_axis("MiB/s"), ylabel="MiB/s", span=span),
+        time_chart(f"{slug}-await", f"{timeline.device} await", lines(*charted("await")), "", shaded,
                    formatter=latency_axis(), span=span),
-        time_chart(f"{slug}-util", f"{timeline.device} %util", lines("util"), "", shaded, formatter=PercentFormatter(100), span=span),
-        time_chart(f"{slug}-queue", f"{timeline.device} queue size (aqu-sz)", lines("aqu-sz"), "", shaded,
+        time_chart(f"{slug}-util", f"{timeline.device} %util", lines(*charted("util")), "", shaded, formatter=PercentFormatter(100),
+                   span=span),
+        time_chart(f"{slug}-queue", f"{timeline.device} queue size (aqu-sz)", lines(*charted("queue")), "", shaded,
                    formatter=count_axis(""), span=span),
     ]
     table = Table(PHASE_COLUMNS, phase_rows(device_phases), failed={i for i, p in enumerate(device_phases) if p.failed}, kind="phases")

@@ -14,6 +14,8 @@ import math
 import statistics
 from dataclasses import dataclass, field, replace
 
+from fioscope_mixin.columns import DISK, Counter, reported, tracked
+
 from . import humanize
 from .timeline import CpuTimeline, Timeline, ratio
 from .wording import THROTTLED, cap, hhmmss, spans_text
@@ -224,15 +226,25 @@ def _load_clause(timeline: Timeline, phase: Phase, first: Phase, throttled: list
     return f"{asked}: {did}" + (f" at ~{humanize.count(iops)} IOPS" if did == "met it" else "") + f", await {humanize.latency(wait / 1000)}"
 
 
-PHASE_COLUMNS = ["phase", "from–to (UTC)", "IOPS (peak)", "r/s", "w/s", "MiB/s", "r_await", "w_await", "util", "aqu-sz",
-                 "rrqm/s", "wrqm/s", "rareq-sz", "wareq-sz", *CPU_STATS]
+def table_only(table: tuple[Counter, ...] = DISK) -> tuple[str, ...]:
+    """The columns the phase table shows that no chart draws (the merges): the column table's ``phase`` ones."""
+    return tuple(c for c in tracked(table) if c not in reported(table))
+
+
+def phase_columns(table: tuple[Counter, ...] = DISK) -> list[str]:
+    """The phase table's header: the figures it combines from the drawn columns, the column table's own, request sizes, CPU."""
+    return ["phase", "from–to (UTC)", "IOPS (peak)", "r/s", "w/s", "MiB/s", "r_await", "w_await", "util", "aqu-sz",
+            *table_only(table), *REQUEST_SIZES, *CPU_STATS]
+
+
+PHASE_COLUMNS = phase_columns()
 
 
 def _figure(value: float, text) -> str:
     return "–" if math.isnan(value) else text(value)
 
 
-def phase_rows(device_phases: list[Phase]) -> list[list[str]]:
+def phase_rows(device_phases: list[Phase], table: tuple[Counter, ...] = DISK) -> list[list[str]]:
     rows = []
     for p in device_phases:
         s = p.stats
@@ -240,7 +252,7 @@ def phase_rows(device_phases: list[Phase]) -> list[list[str]]:
                      humanize.count(s["r/s"]), humanize.count(s["w/s"]), f"{(s['rkB/s'] + s['wkB/s']) / 1024:.1f}",
                      humanize.latency(s["r_await"] / 1000), humanize.latency(s["w_await"] / 1000), f"{s['util']:.0f} %",
                      f"{s['aqu-sz']:.1f}",
-                     *(_figure(s.get(c, math.nan), humanize.count) for c in ("rrqm/s", "wrqm/s")),
+                     *(_figure(s.get(c, math.nan), humanize.count) for c in table_only(table)),
                      *(_figure(s[c], lambda v: f"{v:.1f} kB") for c in REQUEST_SIZES),
                      *(_figure(s[c], lambda v: f"{v:.1f} %") for c in CPU_STATS)])
     return rows
