@@ -7,8 +7,8 @@ import time
 import uuid
 
 import pytest
+from fioscope_testkit.binaries import order_by_tool, require
 from helpers import leaks
-from helpers.binaries import order_by_tool, require
 from helpers.processes import Exporter
 
 # every process the suite starts inherits it: what helpers.leaks finds a left-behind process by; one per xdist worker
@@ -102,7 +102,7 @@ def pytest_collection_modifyitems(session, config, items):
     """The tests marked beside_scenarios first, with the scenario lab already up (its loads run side by side from then
     on), then the lab scenarios' tests (each waits for its own load to end), then the rest, those marked scenario_tail
     last: the rest of the suite runs while their long loads go on. Before that, the tests that need a tool make test
-    builds after those that need none (helpers.binaries.order_by_tool)."""
+    builds after those that need none (fioscope_testkit.binaries.order_by_tool)."""
     order_by_tool(items)
     scenario = _scenario_items(items)
     if not scenario:

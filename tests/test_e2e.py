@@ -31,13 +31,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers.cli import fioscope
-from helpers.dashboard_queries import dashboard_queries, substitute
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.dashboard_queries import dashboard_queries, substitute
+from fioscope_testkit.net import free_port, wait_for
+from fioscope_testkit.paths import REPO
+from fioscope_testkit.prometheus import PromClient
 from helpers.iostat import agree, print_table, sample_agreement
 from helpers.lab import THROTTLE, lab_stack, lab_state, require_root_lab
-from helpers.net import free_port, wait_for
-from helpers.paths import REPO
-from helpers.prometheus import PromClient
 from helpers.scenarios import Run, Scenario, timeline
 
 pytestmark = pytest.mark.e2e

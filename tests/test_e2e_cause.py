@@ -33,11 +33,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fioscope.reporting.cause import LABELS as REPORT_WORDS
+from fioscope.reporting.cause_episodes import LABELS as REPORT_WORDS
 from fioscope_mixin.cause import CAUSES
 from fioscope_mixin.names import THROTTLING_ALERTS
-from helpers.cli import fioscope_command
-from helpers.dashboard_queries import substitute
+from fioscope_testkit.cli import fioscope_command
+from fioscope_testkit.dashboard_queries import substitute
+from fioscope_testkit.native_stack import NativeStack
+from fioscope_testkit.net import free_port, wait_for
+from fioscope_testkit.paths import REPO, checkout_env
+from fioscope_testkit.prometheus import PromClient
 from helpers.lab import (
     e2e_overrides,
     fio_in_cgroup,
@@ -48,10 +52,6 @@ from helpers.lab import (
     started,
     stop_fio,
 )
-from helpers.native_stack import NativeStack
-from helpers.net import free_port, wait_for
-from helpers.paths import REPO, checkout_env
-from helpers.prometheus import PromClient
 from helpers.report_page import rendered
 from helpers.results import config_with_targets
 
@@ -315,8 +315,8 @@ SIDE_SETTINGS = [*SETTINGS, "thresholds.cause.steal_ratio=1.5"]  # the CPU route
 
 
 def exposition(url: str) -> dict:
+    from fioscope_testkit.net import http_get
     from helpers.exposition import parse_exposition
-    from helpers.net import http_get
 
     return parse_exposition(http_get(url))
 

@@ -18,9 +18,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.cli import fioscope
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.net import wait_for
 from helpers.lab import require_root_lab
-from helpers.net import wait_for
 from helpers.scenarios import Run, Scenario, once_paged, timeline
 
 pytestmark = pytest.mark.e2e

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import pytest
 from fioscope_mixin.units import parse_duration
-from helpers.prometheus import PromClient
+from fioscope_testkit.prometheus import PromClient
 from helpers.scenarios import Scenario, as_long_as, once_paged, timeline, twin_of
 
 pytestmark = pytest.mark.e2e

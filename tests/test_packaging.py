@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.paths import REPO
+from fioscope_testkit.paths import REPO
 
 pytestmark = pytest.mark.e2e  # builds a wheel (setuptools from the index) and a venv: ~15 s
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers.binaries import PROMETHEUS_LINES, require, require_prometheus, rule_tests_for
-from helpers.cli import run
 from fioscope_mixin import names as n
-from helpers.paths import FIXTURES, REPO
+from fioscope_testkit.binaries import PROMETHEUS_LINES, require, require_prometheus, rule_tests_for
+from fioscope_testkit.cli import run
+from fioscope_testkit.paths import FIXTURES, REPO
 
 ALERTS = REPO / "alerts"
 # the rule files and the stack config (the dashboards and Kubernetes objects: test_dashboards, test_kubernetes)
@@ -346,8 +346,8 @@ def cluster_test(expected: list[dict], rules_dir: Path) -> dict:
 
 def test_alert_links_open_the_runbook_the_exporter_serves(exporter_factory, tmp_path):
     """Default links: every runbook_url is the exporter's /runbook (the page has the anchor, the markdown escaped) and
-    every dashboard_url the path /d/<uid> (README "Alert links"); links.* set by an operator replace both bases."""
-    from helpers.net import http_get
+    every dashboard_url the path /d/<uid> (docs/rules.md "Alert links"); links.* set by an operator replace both bases."""
+    from fioscope_testkit.net import http_get
     exporter = exporter_factory()
     page = http_get(f"http://127.0.0.1:{exporter.port}/runbook", timeout=5)
     ids = set(re.findall(r'<h\d id="([^"]+)"', page))

@@ -30,7 +30,7 @@ from fioscope_mixin.settings import load_settings
 
 DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 # Set by configure() from the settings before the dashboards are built. Every series carries the host its
-# scrape job's relabelling named (README "Fleet"); with selectors.cluster_label, also its cluster.
+# scrape job's relabelling named (docs/fleet.md); with selectors.cluster_label, also its cluster.
 SETTINGS: dict = {}
 T: dict = {}
 CLUSTER = ""  # the cluster label's name, "" for one cluster per Prometheus
