@@ -24,8 +24,8 @@ def test_the_shipped_table_gives_the_contracts_columns():
 
 def test_a_column_added_to_a_copy_of_the_table_reaches_every_consumer():
     """A drawn fake column (fk/s, on the IOPS chart, required) and a phase-table-only one (fkrqm/s) in a copy of the table:
-    the timeline carries both, the phase table shows the second, report.json carries the first's points, the offline
-    reader requires the first, the IOPS chart draws it."""
+    the timeline carries both, the phase table shows both (header and row), report.json carries the first's points and
+    both phase means, the offline reader requires the first, the IOPS chart draws it."""
     from fioscope.reporting import reportjson
     from fioscope.reporting.phases import RunWindow, phase_columns, phase_rows, phases
     from fioscope.reporting.timeline import from_iostat_samples, limit
@@ -45,9 +45,9 @@ def test_a_column_added_to_a_copy_of_the_table_reaches_every_consumer():
     assert timeline.values("fk/s") == [(t, 7.0) for t, _ in samples] and timeline.values("fkrqm/s")
     cut = phases(timeline, [RunWindow("job", 6.0, 14.0, device="loop0")], 0.0, 20.0)
     header = phase_columns(table)
-    assert "fkrqm/s" in header and "fk/s" not in header  # drawn columns reach the table through its combined figures
+    assert header[3:6] == ["r/s", "w/s", "fk/s"] and "fkrqm/s" in header  # the IOPS chart's columns, then the undrawn ones
     load = [r for p, r in zip(cut, phase_rows(cut, table)) if p.kind == "load"][0]
-    assert len(load) == len(header) and load[header.index("fkrqm/s")] == "3.0"
+    assert len(load) == len(header) and load[header.index("fk/s")] == "7.0" and load[header.index("fkrqm/s")] == "3.0"
     doc = reportjson.charted_device(timeline, limit(timeline), "loop0 is not throttled", True, None, cut, [], None, [],
                                     columns.reported(table))
     assert doc["series"]["fk/s"] == [[t, 7.0] for t, _ in samples]

@@ -59,6 +59,7 @@ DISK: tuple[Counter, ...] = (
     Counter("flush_seconds", 17, "ms", "node_disk_flush_requests_time_seconds_total", "f_await", 1000, per="flushes", since="5.5"),
 )
 BY_COLUMN = {c.column: c for c in DISK}
+CHARTS = ("iops", "throughput", "await", "util", "queue")  # a device's charts, in the page's order (and the phase table's)
 
 
 def reported(table: tuple[Counter, ...] = DISK) -> tuple[str, ...]:

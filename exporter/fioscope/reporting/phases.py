@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from fioscope_mixin.columns import DISK, Counter, reported, tracked
+from fioscope_mixin.columns import CHARTS, DISK, Counter, charted, reported, tracked
 
 from . import humanize
 from .timeline import CpuTimeline, Timeline, ratio
@@ -231,10 +232,29 @@ def table_only(table: tuple[Counter, ...] = DISK) -> tuple[str, ...]:
     return tuple(c for c in tracked(table) if c not in reported(table))
 
 
+# a phase's mean of a drawn column, by the unit the column table gives it
+FIGURE: dict[str, Callable[[float], str]] = {"IO/s": humanize.count, "ms": lambda v: humanize.latency(v / 1000),
+                                             "%": lambda v: f"{v:.0f} %", "requests": lambda v: f"{v:.1f}"}
+
+
+def drawn(table: tuple[Counter, ...] = DISK) -> list[tuple[str, tuple[str, ...]]]:
+    """The phase table's figures of the drawn columns, chart by chart (the page's order): (heading, the columns it sums).
+    A throughput chart's columns (kB/s) read as one MiB/s figure, read + write; every other column is its own."""
+    units = {c.column: c.unit for c in table}
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for chart in CHARTS:
+        columns = charted(chart, table)
+        if columns and all(units[c] == "kB/s" for c in columns):
+            out.append(("MiB/s", columns))
+        else:
+            out += [(c, (c,)) for c in columns]
+    return out
+
+
 def phase_columns(table: tuple[Counter, ...] = DISK) -> list[str]:
-    """The phase table's header: the figures it combines from the drawn columns, the column table's own, request sizes, CPU."""
-    return ["phase", "from–to (UTC)", "IOPS (peak)", "r/s", "w/s", "MiB/s", "r_await", "w_await", "util", "aqu-sz",
-            *table_only(table), *REQUEST_SIZES, *CPU_STATS]
+    """The phase table's header (the column table's: ``drawn``, then its undrawn ``phase`` columns), request sizes, CPU."""
+    return ["phase", "from–to (UTC)", "IOPS (peak)", *(heading for heading, _ in drawn(table)), *table_only(table),
+            *REQUEST_SIZES, *CPU_STATS]
 
 
 PHASE_COLUMNS = phase_columns()
@@ -245,13 +265,15 @@ def _figure(value: float, text) -> str:
 
 
 def phase_rows(device_phases: list[Phase], table: tuple[Counter, ...] = DISK) -> list[list[str]]:
+    """One row per phase, the cells in ``phase_columns``' order."""
+    units = {c.column: c.unit for c in table}
+    figures = drawn(table)
     rows = []
     for p in device_phases:
         s = p.stats
         rows.append([p.label, f"{hhmmss(p.start)}–{hhmmss(p.end)}", f"{humanize.count(s['iops'])} ({humanize.count(s['peak-iops'])})",
-                     humanize.count(s["r/s"]), humanize.count(s["w/s"]), f"{(s['rkB/s'] + s['wkB/s']) / 1024:.1f}",
-                     humanize.latency(s["r_await"] / 1000), humanize.latency(s["w_await"] / 1000), f"{s['util']:.0f} %",
-                     f"{s['aqu-sz']:.1f}",
+                     *(f"{sum(s[c] for c in columns) / 1024:.1f}" if heading == "MiB/s" else FIGURE[units[columns[0]]](s[columns[0]])
+                       for heading, columns in figures),
                      *(_figure(s.get(c, math.nan), humanize.count) for c in table_only(table)),
                      *(_figure(s[c], lambda v: f"{v:.1f} kB") for c in REQUEST_SIZES),
                      *(_figure(s[c], lambda v: f"{v:.1f} %") for c in CPU_STATS)])
