@@ -280,6 +280,7 @@ def throughput() -> timeseries.Panel:
 
 # the cause of a slow episode as a state: 0 not slow, then the causes in the rules' precedence (fioscope_mixin.cause)
 CAUSE_STATES = [("stall", "STALL", "dark-red"), ("writeback_cliff", "write-back cliff", "orange"),
+                ("instance_limit", "the machine's limit", "dark-orange"),
                 ("provider_cap", "provider cap", "red"), ("device_max", "device maximum", "purple"),
                 ("noisy_neighbour", "noisy neighbour", "yellow"), ("wait_above_disk", "wait above the disk", "blue")]
 
