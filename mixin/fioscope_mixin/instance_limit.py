@@ -64,8 +64,8 @@ def _over_limit(limit: str) -> Record:
     csi = (f'max by (%(clusterLabels)sserial) (label_replace(rate({{__name__=~"{_CSI[limit]}"}}[%(rateWindow)s]), '
            '"serial", "vol$1", "volume_id", "vol-(.+)"))\n'
            f"  * on (%(clusterLabels)sserial) group_right () {columns.INFO_SERIES}{{%(nodeSelector)s}}")
-    return Record(OVER, f"max by (%(clusterLabels)shost, device) (\n  {exporter}\n  or\n  {csi}\n) > bool %(instance_limit_exceeded_min_ratio)s",
-                  labels=(("limit", limit),))
+    return Record(OVER, f"max by (%(clusterLabels)shost, device) (\n  {exporter}\n  or\n  {csi}\n)"
+                        " > bool %(instance_limit_exceeded_min_ratio)s", labels=(("limit", limit),))
 
 
 GROWING = {limit: f'{OVER}{{limit="{limit}"}} == 1' for limit in ("volume", "instance")}
