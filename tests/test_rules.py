@@ -93,7 +93,8 @@ def test_every_alert_has_firing_and_silent_cases():
 
 def test_every_recording_rule_has_a_value_check():
     records = {r["record"] for r in rules_of(ALERTS / "recording.rules.yaml")}
-    text = "".join((ALERTS / "tests" / name).read_text() for name in ("recording.test.yaml", "detection.test.yaml", "cause.test.yaml", "fio.test.yaml"))
+    text = "".join((ALERTS / "tests" / name).read_text() for name in ("recording.test.yaml", "detection.test.yaml", "cause.test.yaml", "fio.test.yaml",
+                                                                  "instance_limit.test.yaml"))
     checked = set(re.findall(r"fioscope:[a-z0-9_:]+", text))
     assert records - checked == set()
 
