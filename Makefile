@@ -17,7 +17,7 @@ up: setup-base
 up-native: setup-base
 	$(PYTHON) -m fioscope_mixin.native
 
-# the sharded fleet on this machine (README "Past one Prometheus"): SHARDS Prometheus + Thanos sidecars, Thanos Query
+# the sharded fleet on this machine (docs/fleet.md, "Past one Prometheus"): SHARDS Prometheus + Thanos sidecars, Thanos Query
 up-fleet:
 	@scripts/setup.sh thanos
 	$(PYTHON) -m fioscope_mixin.native --shards $(or $(SHARDS),2)
@@ -31,7 +31,7 @@ setup-base:
 	@scripts/setup.sh base
 
 # a worker per core (pytest-xdist): most of a test's time is a real component starting or waiting. The Go tools are
-# built behind the tests (promtool 3 first): the tests that need one run last and wait for it (tests/helpers/binaries.py)
+# built behind the tests (promtool 3 first): the tests that need one run last and wait for it (testkit/fioscope_testkit/binaries.py)
 test:
 	@scripts/setup.sh --background default-suite
 	$(PYTHON) -m pytest -n auto
@@ -54,7 +54,7 @@ DASHBOARD_LINTER ?= $(HOME)/.cache/fioscope/dashboard-linter-$(shell sed -n 's/^
 lint-dashboards:
 	@for f in dashboards/*.json; do $(DASHBOARD_LINTER) lint --strict "$$f" || exit 1; done
 
-# the benchmarks reuse the tests' helpers (each puts tests/ on its own path, as pytest.ini does for the tests)
+# the benchmarks share the tests' helpers through the installed fioscope_testkit (testkit/, scripts/setup.sh)
 bench: setup
 	$(PYTHON) bench/bench_exporter.py
 
@@ -65,7 +65,7 @@ bench-fleet: setup
 bench-baseline: setup
 	$(PYTHON) bench/bench_baseline.py
 
-# one more test host for the fleet's Prometheus (README "Fleet"): make add-host NAME=db-7 NODE=10.0.0.7:9100 FIOSCOPE=10.0.0.7:7963
+# one more test host for the fleet's Prometheus (docs/fleet.md): make add-host NAME=db-7 NODE=10.0.0.7:9100 FIOSCOPE=10.0.0.7:7963
 add-host:
 	@test -n "$(NAME)" -a -n "$(NODE)" -a -n "$(FIOSCOPE)" || { echo "usage: make add-host NAME=host NODE=addr:9100 FIOSCOPE=addr:7963" >&2; exit 2; }
 	$(PYTHON) -m fioscope_mixin.hosts add "$(NAME)" "$(NODE)" "$(FIOSCOPE)"

@@ -26,10 +26,8 @@ import time
 from pathlib import Path
 
 import bcrypt
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' helpers, run from anywhere
-from helpers.net import free_port, wait_for  # noqa: E402
-from helpers.paths import checkout_env  # noqa: E402
+from fioscope_testkit.net import free_port, wait_for
+from fioscope_testkit.paths import checkout_env
 
 PASSWORD = "right"
 

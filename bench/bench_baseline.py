@@ -25,14 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # the tests' helpers, run from anywhere
-from fioscope_mixin import names as n  # noqa: E402
-from fioscope_mixin.recording import recording_rules  # noqa: E402
-from fioscope_mixin.settings import load_settings  # noqa: E402
-from fioscope_mixin.units import parse_duration  # noqa: E402
-from helpers.binaries import first_installed, run_first  # noqa: E402
-from helpers.prometheus import Prometheus  # noqa: E402
+from fioscope_mixin import names as n
+from fioscope_mixin.recording import recording_rules
+from fioscope_mixin.settings import load_settings
+from fioscope_mixin.units import parse_duration
+from fioscope_testkit.binaries import first_installed, run_first
+from fioscope_testkit.prometheus import Prometheus
 
 DEVICES = ("vda", "vdb", "md0", "dm-0")  # as bench_fleet's hosts
 STEP = 60  # one unsaturated await a minute (the baseline group's interval)

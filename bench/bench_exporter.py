@@ -21,17 +21,16 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
+from fioscope_testkit.cli import fioscope_command
+from fioscope_testkit.net import free_port, wait_for
+
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "fixtures" / "fio-outputs" / "fio-3.33"
-sys.path.insert(0, str(REPO / "tests"))  # the tests' helpers, run from anywhere
-from helpers.cli import fioscope_command  # noqa: E402
-from helpers.net import free_port, wait_for  # noqa: E402
 
 
 def get(url: str, timeout: float = 10) -> bytes:

@@ -48,16 +48,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
+from fioscope_mixin.hosts import host_groups
+from fioscope_mixin.units import parse_duration as seconds
+from fioscope_testkit.binaries import run_first
+from fioscope_testkit.dashboard_queries import dashboard_queries, substitute
+from fioscope_testkit.native_stack import NativeStack
+from fioscope_testkit.net import free_port, free_port_block, wait_for
+from fioscope_testkit.prometheus import PromClient
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # the tests' helpers, run from anywhere
-from fioscope_mixin.hosts import host_groups  # noqa: E402
-from fioscope_mixin.units import parse_duration as seconds  # noqa: E402
-from helpers.binaries import run_first  # noqa: E402
-from helpers.dashboard_queries import dashboard_queries, substitute  # noqa: E402
-from helpers.native_stack import NativeStack  # noqa: E402
-from helpers.net import free_port, free_port_block, wait_for  # noqa: E402
-from helpers.prometheus import PromClient  # noqa: E402
 
 FIO_RESULTS = [REPO / "tests" / "fixtures" / "fio-outputs" / "fio-3.33" / name for name in ("etcd.json+", "randrw.json")]
 PORTS = {"node": 9100, "fioscope": 7963}  # the instance label a host's exporters would have

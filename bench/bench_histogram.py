@@ -16,12 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # the tests' helpers, run from anywhere
-from fioscope.histogram import BUCKET_BOUNDS, bucket_counts  # noqa: E402
-from fioscope.parser import parse_file  # noqa: E402
-from helpers.cli import fioscope  # noqa: E402
-from helpers.histogram import histogram_quantile  # noqa: E402
+from fioscope.histogram import BUCKET_BOUNDS, bucket_counts
+from fioscope.parser import parse_file
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.histogram import histogram_quantile
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 """Hostile result files against a real ``fioscope serve``: prints figures, asserts nothing.
 
   --percentile-bomb N   one file of ~6 KiB whose job has N percentile keys like "1e-999990"
-  --jobs N              one file with N jobs (fio-3.33/randrw.json's job under N names, tests/helpers/corpus.py)
+  --jobs N              one file with N jobs (fio-3.33/randrw.json's job under N names, testkit/fioscope_testkit/corpus.py)
   --files F             with --jobs: F such files (series per exporter)
 
 Prints the /metrics size, the scrape time (median of 5), the exporter's RSS and the rejected count.
@@ -22,10 +22,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' helpers, run from anywhere
-from helpers import corpus  # noqa: E402
-from helpers.net import free_port, wait_for  # noqa: E402
-from helpers.paths import FIO_OUTPUTS  # noqa: E402
+from fioscope_testkit import corpus
+from fioscope_testkit.net import free_port, wait_for
+from fioscope_testkit.paths import FIO_OUTPUTS
 
 
 def rss_mib(pid: int) -> float:

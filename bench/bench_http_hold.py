@@ -15,16 +15,13 @@ import argparse
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # the tests' helpers, run from anywhere
-from helpers.cli import fioscope_command  # noqa: E402
-from helpers.net import free_port, wait_for  # noqa: E402
+from fioscope_testkit.cli import fioscope_command
+from fioscope_testkit.net import free_port, wait_for
 
 
 def threads(pid: int) -> int:

@@ -22,14 +22,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # the tests' helpers, run from anywhere
-from fioscope_mixin.alerts import alert_rules  # noqa: E402
-from fioscope_mixin.recording import recording_rules  # noqa: E402
-from fioscope_mixin.settings import SettingsError, duration, load_settings  # noqa: E402
-from fioscope_mixin.units import parse_duration  # noqa: E402
-from helpers.binaries import run_first  # noqa: E402
-from helpers.prometheus import Prometheus  # noqa: E402
+from fioscope_mixin.alerts import alert_rules
+from fioscope_mixin.recording import recording_rules
+from fioscope_mixin.settings import SettingsError, duration, load_settings
+from fioscope_mixin.units import parse_duration
+from fioscope_testkit.binaries import run_first
+from fioscope_testkit.prometheus import Prometheus
 
 
 def rule_groups(overrides: list[str]) -> tuple[list[dict], float]:

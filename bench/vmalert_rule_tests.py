@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The rules' promtool tests run by VictoriaMetrics' vmalert-tool: what holds on vmalert and MetricsQL (README "Fleet").
+"""The rules' promtool tests run by VictoriaMetrics' vmalert-tool: what holds on vmalert and MetricsQL (docs/fleet.md).
 
     python3 bench/vmalert_rule_tests.py [--vmalert-tool PATH] [--rule-per-group] [alerts/tests/NAME.test.yaml ...]
 
@@ -30,10 +30,9 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from fioscope_mixin.yamlfile import load_yaml
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "mixin"))
-from fioscope_mixin.yamlfile import load_yaml  # noqa: E402
 
 DEFAULT_TOOL = Path.home() / ".cache" / "fioscope" / "victoriametrics-v1.151.0" / "vmalert-tool"
 EPOCH_2000 = 946684800  # vmalert-tool's t=0

@@ -14,7 +14,7 @@
 #        scripts/setup.sh --background TOOL... base now; the tools built one after another behind this script's exit
 #                                              (make test: --background default-suite = TEST_TOOLS; the tests start at
 #                                              once, and a test marked needs_tool(TOOL) runs after the others and
-#                                              waits for its build, tests/helpers/binaries.py)
+#                                              waits for its build, testkit/fioscope_testkit/binaries.py)
 # While a tool is built its binary's <binary>.lock is held (flock) and its output goes to <binary>.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,9 +41,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-# the mixin with its generate extra (grafana-foundation-sdk for the dashboards), the exporter with its tests, and the
-# Kubernetes JSON schemas (kubernetes-validate) tests/test_kubernetes.py checks the manifests against offline
-python3 -m pip install -q --disable-pip-version-check -e "mixin[generate]" -e "exporter[test]" \
+# the mixin with its generate extra (grafana-foundation-sdk for the dashboards), the exporter with its tests, what the
+# tests share with bench/ (testkit), and the Kubernetes JSON schemas (kubernetes-validate) tests/test_kubernetes.py
+# checks the manifests against offline
+python3 -m pip install -q --disable-pip-version-check -e "mixin[generate]" -e "exporter[test]" -e testkit \
   "kubernetes-validate==1.37.0" "jsonschema>=4"
 [ ${#tools[@]} -gt 0 ] || exit 0
 

@@ -7,8 +7,8 @@ import time
 import uuid
 
 import pytest
+from fioscope_testkit.binaries import order_by_tool, require
 from helpers import leaks
-from helpers.binaries import order_by_tool, require
 from helpers.processes import Exporter
 
 # every process the suite starts inherits it: what helpers.leaks finds a left-behind process by; one per xdist worker
@@ -22,6 +22,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: end-to-end suite on lab disks (root, slow); run with -m e2e")
     config.addinivalue_line("markers", "scenario_tail: a lab scenario whose test runs last (its load outlasts the others: "
                                        "the rest of the suite runs beside it)")
+    config.addinivalue_line("markers", "beside_scenarios: an e2e test light on CPU and indifferent to it, run while the lab "
+                                       "scenarios' loads go on (tests/helpers/scenarios.py): their minutes of waiting are its")
     config.addinivalue_line("markers", "slow: real-component tests of 10 s or more (Prometheus backfills, Chromium, captures); "
                                        "not in the default run, run with -m slow (.ci/run does)")
     config.addinivalue_line("markers", "needs_tool(*tools): tools scripts/setup.sh builds from Go source that the test runs "
@@ -92,20 +94,36 @@ _SESSION_START = time.time()
 def _scenario_items(items) -> list:
     """The tests that ask for the scenario lab, less those skipped by a true skipif (their loads are not started)."""
     return [item for item in items if "scenario_lab" in getattr(item, "fixturenames", ())
+            and not item.get_closest_marker("beside_scenarios")
             and not any(m.args and m.args[0] for m in item.iter_markers("skipif"))]
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The lab scenarios' tests first (their loads run side by side from the first one on), those marked scenario_tail
+    """The tests marked beside_scenarios first, with the scenario lab already up (its loads run side by side from then
+    on), then the lab scenarios' tests (each waits for its own load to end), then the rest, those marked scenario_tail
     last: the rest of the suite runs while their long loads go on. Before that, the tests that need a tool make test
-    builds after those that need none (helpers.binaries.order_by_tool)."""
+    builds after those that need none (fioscope_testkit.binaries.order_by_tool)."""
     order_by_tool(items)
     scenario = _scenario_items(items)
     if not scenario:
         return
+    beside = [item for item in items if item.get_closest_marker("beside_scenarios")]
     tail = [item for item in scenario if item.get_closest_marker("scenario_tail")]
     head = [item for item in scenario if item not in tail]
-    items[:] = head + [item for item in items if item not in scenario] + tail
+    items[:] = beside + head + [item for item in items if item not in scenario and item not in beside] + tail
+
+
+@pytest.fixture(autouse=True)
+def scenarios_running_beside(request):
+    """A beside_scenarios test starts the scenario lab before its own setup (a session fixture: it is up once), so its
+    minutes run while the scenarios' loads do. A lab that failed to open fails its own tests (pytest keeps the error),
+    not this one."""
+    if request.node.get_closest_marker("beside_scenarios") and _scenario_items(request.session.items):
+        try:
+            request.getfixturevalue("scenario_lab")
+        except Exception:  # noqa: BLE001 - reported by every scenario test that asks for the lab
+            pass
+    yield
 
 
 @pytest.fixture(scope="session")

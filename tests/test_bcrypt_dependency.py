@@ -6,7 +6,7 @@ import subprocess
 import sys
 import tomllib
 
-from helpers.paths import REPO
+from fioscope_testkit.paths import REPO
 
 CHECK = """
 import base64, sys

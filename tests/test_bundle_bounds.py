@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.cli import fioscope_command
-from helpers.paths import checkout_env
-from test_offline_counters import _bundle, _kernel_samples
+from fioscope_testkit.cli import fioscope_command
+from fioscope_testkit.paths import checkout_env
+from helpers.bundles import kernel_samples, write_bundle
 
 REPORT_SECONDS = 120  # a clean bundle of this size reports in ~15 s here; t=1e17 kept promtool busy 600 s
 
@@ -30,8 +30,8 @@ def _diskstats_line(t: float, fields: list, devices: str = "loop0") -> str:
 
 def _hostile_bundle(directory: Path) -> tuple[Path, dict[str, list[int]]]:
     """A bundle of 40 good samples; bad lines appended to its samples files. -> iostat.json, {file: bad line numbers}."""
-    kernel = _kernel_samples(40, 2.0)
-    _bundle(directory, kernel)
+    kernel = kernel_samples(40, 2.0)
+    write_bundle(directory, kernel)
     t0, t_end = kernel[0][0], kernel[-1][0]
     raw = directory / "samples" / "diskstats.jsonl"
     good = raw.read_text().splitlines()

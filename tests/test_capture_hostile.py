@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 import signal
 import socket
 import subprocess
@@ -22,8 +21,9 @@ from pathlib import Path
 
 import pytest
 from fioscope.blockdev import device_for_path
-from helpers.cli import fioscope, fioscope_command
-from helpers.paths import IOSTAT, checkout_env
+from fioscope_testkit.cli import fioscope, fioscope_command
+from fioscope_testkit.paths import IOSTAT, checkout_env
+from helpers.bundles import disk_directory
 from helpers.report_page import Verdicts, open_in_chromium
 
 JOB = """; default: BS=4k
@@ -48,11 +48,8 @@ def job_file(tmp: Path, name: str, rw: str = "randread", runtime: str = "${RUNTI
 
 @pytest.fixture
 def target() -> Iterator[Path]:
-    """A directory on the machine's disk (not tmpfs: direct I/O works there), removed afterwards."""
-    path = Path("/var/tmp") / f"capture-hostile-{os.getpid()}-{time.monotonic_ns()}"
-    path.mkdir(parents=True)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with disk_directory("capture-hostile") as path:
+        yield path
 
 
 def one_line(proc: subprocess.CompletedProcess, code: int, *words: str) -> str:

@@ -11,15 +11,22 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fioscope.blockdev import device_for_path
-from helpers.cli import fioscope, fioscope_command
+from fioscope_testkit.cli import fioscope, fioscope_command
+from fioscope_testkit.net import free_port, http_get
+from fioscope_testkit.paths import checkout_env
+from helpers.bundles import disk_directory
 from helpers.exposition import parse_exposition
-from helpers.net import free_port, http_get
-from helpers.paths import checkout_env
-from test_capture_hostile import target  # noqa: F401  (a directory on the machine's disk, removed afterwards)
+
+
+@pytest.fixture
+def target() -> Iterator[Path]:
+    with disk_directory("capture-iostat") as path:
+        yield path
 
 
 def real_iostat(*devices: str) -> dict:
@@ -53,7 +60,7 @@ def seed_reading(doc: dict) -> dict[str, dict[str, list[float]]]:
 
 
 def kernel_samples(devices: set[str], n: int = 3) -> list:
-    from fioscope.reporting.capture import parse_cpu, parse_diskstats
+    from fioscope.reporting.iostat_json import parse_cpu, parse_diskstats
 
     samples = []
     for _ in range(n):
@@ -68,7 +75,7 @@ def disk_keys(doc: dict) -> set[frozenset[str]]:
 
 
 def test_every_report_has_every_column_real_iostat_writes_the_first_one_included(tmp_path):
-    from fioscope.reporting.capture import iostat_document
+    from fioscope.reporting.iostat_json import iostat_document
     from fioscope.reporting.offline.load import load_iostat
 
     device = device_for_path(Path("/var/tmp"))
@@ -101,7 +108,7 @@ def test_every_report_has_every_column_real_iostat_writes_the_first_one_included
 def test_the_columns_follow_iostats_formulas_and_an_older_kernels_line_reads_zero_for_what_it_lacks():
     """Merges, %merged, request sizes from two diskstats lines; a 4.17-era line (11 fields: no discards, no flushes) still
     gives every column, d/s and f/s 0, as iostat prints them."""
-    from fioscope.reporting.capture import iostat_document, parse_cpu, parse_diskstats
+    from fioscope.reporting.iostat_json import iostat_document, parse_cpu, parse_diskstats
 
     new = "   7       0 loop0 {r} {rm} {rs} {rt} {w} {wm} {ws} {wt} 0 {io} {wio} {d} 0 {ds} {dt} {f} {ft}"
     a = parse_diskstats(new.format(r=1000, rm=0, rs=8000, rt=500, w=10, wm=0, ws=80, wt=20, io=1000, wio=3000, d=0, ds=0, dt=0,
@@ -127,7 +134,7 @@ def test_the_columns_follow_iostats_formulas_and_an_older_kernels_line_reads_zer
 
 
 @pytest.mark.slow
-def test_a_real_captures_bundle_reads_as_the_seed_reads_it_and_its_phases_carry_the_new_columns(tmp_path, target):  # noqa: F811
+def test_a_real_captures_bundle_reads_as_the_seed_reads_it_and_its_phases_carry_the_new_columns(tmp_path, target):
     """``fioscope capture`` of a small paced load on the machine's disk: its iostat.json has the device in its first report
     and every column of iostat's in every report; report.json's phases carry request sizes and %iowait/%steal."""
     device = device_for_path(target)
@@ -163,7 +170,7 @@ def test_a_real_captures_bundle_reads_as_the_seed_reads_it_and_its_phases_carry_
 
 
 @pytest.mark.slow
-def test_a_capture_serves_its_live_figures_where_asked_and_stops_serving_at_its_end(tmp_path, target):  # noqa: F811
+def test_a_capture_serves_its_live_figures_where_asked_and_stops_serving_at_its_end(tmp_path, target):
     """``--web.listen-address``: while the capture's load runs, its /metrics shows what the exporter's would (the job
     running, its live write rate on the target's device, the paced 60 writes of 4 KiB a second), so a stack watching the
     host sees a capture's load; once the capture has written its report, nothing listens there."""

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 from fioscope_mixin import names as n
-from helpers.binaries import PROMETHEUS_LINES, require, require_prometheus
-from helpers.cli import fioscope_command, run
-from helpers.net import free_port, http_get
-from helpers.paths import REPO, checkout_env
+from fioscope_testkit.binaries import PROMETHEUS_LINES, require, require_prometheus
+from fioscope_testkit.cli import fioscope_command, run
+from fioscope_testkit.net import free_port, http_get
+from fioscope_testkit.paths import REPO, checkout_env
 from prometheus_client.parser import text_string_to_metric_families
 
 JOB = """[livejob]

@@ -18,8 +18,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from helpers.cli import fioscope
-from helpers.paths import IOSTAT
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.paths import IOSTAT
 from helpers.report_page import open_in_chromium, rendered
 
 T0 = dt.datetime(2026, 11, 25, 12, 39, 5, tzinfo=dt.UTC).timestamp()
@@ -213,7 +213,11 @@ def test_the_headline_says_each_phase_and_the_throttled_window_is_when_the_alert
     held = [x for x in report["alerts"] if x["labels"].get("device") == "loop0" and x["alert"].startswith("FioscopeDiskThrottled")]
     assert held and abs(a - min(x["start"] for x in held)) <= STEP and b <= max(x["end"] for x in held) + STEP
     assert over[0] - STEP <= a < b <= over[1] + STEP, (a, b, over)
-    assert text.startswith(f"loop0 was throttled from {_hhmmss(a)} to {_hhmmss(b)} UTC")
+    # item 3 of issue 54: one short sentence first (what, since when, why, the ceiling), the evidence after it
+    sentence, _, _ = text.partition(". ")
+    assert re.fullmatch(rf"loop0 was throttled by its provider for \S+ from {_hhmmss(a)[:5]} UTC at ~700 reads/s \+ ~300 writes/s",
+                        sentence), sentence
+    assert f". Throttled from {_hhmmss(a)} to {_hhmmss(b)} UTC: " in text
     assert _hhmmss(sla_load[0]) not in text
     # per phase, in time order: the SLA load met at its fast await; the overload at the cap, the wait behind it
     sla_part, over_part = text.split(": ", 1)[1].split("; ")[:2]
@@ -238,14 +242,14 @@ def test_no_progress_line_after_stopping(monkeypatch):
     import os
     import threading
 
-    from fioscope.capture import Phase, Progress
+    from fioscope.capture import PlannedPhase, Progress
 
     monkeypatch.delenv("CI", raising=False)  # CI set: no progress at all
     master, slave = os.openpty()
     try:
         with os.fdopen(slave, "w", closefd=False) as terminal:
             stopped = threading.Event()
-            progress = Progress([Phase("idle", 30.0)], terminal, stopped=stopped)
+            progress = Progress([PlannedPhase("idle", 30.0)], terminal, stopped=stopped)
             assert progress.tty
             progress.phase(0, 0.0)
             assert "[1/1] idle" in os.read(master, 4096).decode()
@@ -315,6 +319,8 @@ def _overload_diagnosis(tmp_path: Path):
     """The overload capture through the pure diagnosis, the throttling alert held where the rules hold it (12:43:07 to the
     load's end): the charts as drawn, no Prometheus needed."""
     from fioscope.reporting.diagnosis import DiagnosisInput, FioFigures, Firing, diagnose
+    from fioscope.reporting.diagnosis_page import diagnosis_report
+    from fioscope.reporting.live import alert_summaries
     from fioscope.reporting.offline.load import load_fio_runs, load_iostat
     from fioscope.reporting.timeline import CpuTimeline, from_iostat_samples
     from fioscope.thresholds import shipped
@@ -328,7 +334,9 @@ def _overload_diagnosis(tmp_path: Path):
     over = phase_edges()[3]
     fired = [Firing("FioscopeDiskThrottledUnderFioLoad", {"host": "vm", "device": "loop0"}, over[1] + 32, over[2] + 2)]
     start, end = capture.samples[0].timestamp, capture.samples[-1].timestamp
-    return diagnose(DiagnosisInput(start, end, 15.0, timelines, cpus, runs, fired, {}, {}, FioFigures(), shipped()))
+    return diagnosis_report(diagnose(DiagnosisInput(start=start, end=end, step=15.0, timelines=timelines, cpus=cpus, runs=runs,
+                                                    fired=fired, names={}, declared={}, fio=FioFigures(), thresholds=shipped(),
+                                                    summaries=alert_summaries(shipped()))))
 
 
 def test_chart_legends_say_the_axis_unit_sit_beside_the_data_and_the_cap_is_drawn(tmp_path):
@@ -448,7 +456,7 @@ def test_the_disk_under_the_load_gets_the_captures_phase_comparison(tmp_path):
     assert all(p["label"].startswith("cloud-sla-70-30 on loop0") for p in (sla, over)), (sla["label"], over["label"])
     assert sla["r/s"] == pytest.approx(697, rel=0.03) and over["r/s"] == pytest.approx(CAP[0], rel=0.03)
     assert all(p["iops"] < 1 for p in dev["phases"] if p["kind"] == "idle")
-    assert "no fio run on it" in dev["verdict"], dev["verdict"]
+    assert "No fio run on it" in dev["verdict"], dev["verdict"]
     dom, console = open_in_chromium(out / "report.html", tmp_path / "screenshot.png")
     assert console == [], console
     labels = [r[0] for r in _Tables(dom).rows if r]

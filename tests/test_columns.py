@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers.paths import REPO
+from fioscope_testkit.paths import REPO
 
 TABLE = REPO / "mixin" / "fioscope_mixin" / "columns.py"
 # a node_exporter disk or CPU series, or a diskstats line cut into its fields (text.split() then [3:14]-style indexing)
@@ -27,7 +27,7 @@ def test_the_column_table_is_the_only_place_naming_a_disk_series_or_diskstats_fi
 
 def test_the_table_reads_diskstats_as_the_reports_did():
     """Counters from a diskstats line become iostat's columns by the table: the figures the reports had before."""
-    from fioscope.reporting.capture import parse_cpu, parse_diskstats
+    from fioscope.reporting.iostat_json import parse_cpu, parse_diskstats
     from fioscope.reporting.timeline import iostat_columns
 
     line = "   7       0 loop0 {r} 0 {rs} {rt} {w} 0 {ws} {wt} 0 {io} {wio} 0 0 0 0 0 0\n"

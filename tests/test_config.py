@@ -21,8 +21,8 @@ from fioscope.jobs import (
     load_job,
     resolve_job,
 )
-from helpers.cli import fioscope
-from helpers.paths import FIXTURES, REPO
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.paths import FIXTURES, REPO
 
 CONFIGS = FIXTURES / "config"
 JOBS = FIXTURES / "jobs"

@@ -1,4 +1,4 @@
-"""The hostile corpus (tests/helpers/corpus.py, fixed seed) dropped into a live exporter process.
+"""The hostile corpus (testkit/fioscope_testkit/corpus.py, fixed seed) dropped into a live exporter process.
 
 The server keeps serving (/metrics 200, valid for promtool), every file is either
 published exactly or counted once as rejected, and no earlier result changes.
@@ -13,10 +13,10 @@ import threading
 import time
 import urllib.error
 
-from helpers import corpus
+from fioscope_testkit import corpus
+from fioscope_testkit.net import http_get, wait_for
+from fioscope_testkit.paths import FIO_OUTPUTS
 from helpers.exposition import parse_exposition, promtool_check_metrics, sample
-from helpers.net import http_get, wait_for
-from helpers.paths import FIO_OUTPUTS
 from helpers.results import settle
 
 

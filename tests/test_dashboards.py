@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers.binaries import built
-from helpers.paths import REPO
+from fioscope_testkit.binaries import built
+from fioscope_testkit.paths import REPO
 
 DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
 COMPOSE = yaml.safe_load((REPO / "compose.yaml").read_text())

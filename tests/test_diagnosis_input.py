@@ -3,13 +3,14 @@ report whole when it is made (its caller's title and summary lines go in, nothin
 
 from __future__ import annotations
 
-from helpers.paths import IOSTAT
+from fioscope_testkit.paths import IOSTAT
 
 
 def test_diagnose_is_pure_and_takes_its_callers_title_and_lines(monkeypatch):
     import socket
 
     from fioscope.reporting.diagnosis import DiagnosisInput, FioFigures, Firing, diagnose
+    from fioscope.reporting.diagnosis_page import diagnosis_report
     from fioscope.reporting.offline.load import load_iostat
     from fioscope.reporting.timeline import from_iostat_samples
     from fioscope.thresholds import load_thresholds
@@ -23,10 +24,11 @@ def test_diagnose_is_pure_and_takes_its_callers_title_and_lines(monkeypatch):
     start, end = capture.samples[0].timestamp, capture.samples[-1].timestamp
     device = timelines[0].device
     fired = [Firing("FioscopeDiskLatencyAboveSla", {"host": capture.host, "device": device}, start + 60, start + 120)]
-    inp = DiagnosisInput(start, end, 15.0, timelines, [], [], fired, {}, {}, FioFigures(fsync=[({"jobname": "etcd-wal"}, 0.012)]),
-                         load_thresholds(["thresholds.etcd_fsync_p99_seconds=0.02"]), title="Capture on vm",
+    inp = DiagnosisInput(start=start, end=end, step=15.0, timelines=timelines, cpus=[], runs=[], fired=fired, names={}, declared={},
+                         fio=FioFigures(fsync=[({"jobname": "etcd-wal"}, 0.012)]),
+                         thresholds=load_thresholds(["thresholds.etcd_fsync_p99_seconds=0.02"]), summaries={}, title="Capture on vm",
                          lead=["Phases: idle"], notes=["left out: nothing"])
-    report = diagnose(inp)
+    report = diagnosis_report(diagnose(inp))
     assert report.title == "Capture on vm"
     assert report.summary[0] == "Phases: idle" and report.summary[1].startswith("Window ") and report.summary[-1] == "left out: nothing"
     sla = [v for v in report.verdicts if v.kind == "sla" and v.data.get("device") == device]

@@ -31,19 +31,19 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers.cli import fioscope
-from helpers.dashboard_queries import dashboard_queries, substitute
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.dashboard_queries import dashboard_queries, substitute
+from fioscope_testkit.net import free_port, wait_for
+from fioscope_testkit.paths import REPO
+from fioscope_testkit.prometheus import PromClient
 from helpers.iostat import agree, print_table, sample_agreement
 from helpers.lab import THROTTLE, lab_stack, lab_state, require_root_lab
-from helpers.net import free_port, wait_for
-from helpers.paths import REPO
-from helpers.prometheus import PromClient
 from helpers.scenarios import Run, Scenario, timeline
 
 pytestmark = pytest.mark.e2e
 
 @pytest.fixture(autouse=True)
-def leaves_nothing_behind(request):
+def leaves_nothing_behind(request, scenarios_running_beside):
     """Each test leaves no loop device, lab cgroup or mount; the scenario lab's test is checked by the lab itself, once
     it is taken down (ScenarioLab.close)."""
     require_root_lab()
@@ -228,6 +228,7 @@ def test_every_dashboard_query_returns_data_during_a_run(scenario_lab, scenario)
     assert p99 and all(math.isfinite(v) and v > 0 for v in p99), p99
 
 
+@pytest.mark.beside_scenarios
 def test_lab_down_after_a_crash_never_touches_foreign_devices(tmp_path):
     """State on disk lets a new process clean up; a loop device re-used by someone else is left alone."""
     state = tmp_path / "lab"
@@ -252,6 +253,7 @@ def test_lab_down_after_a_crash_never_touches_foreign_devices(tmp_path):
         subprocess.run(["losetup", "-d", disk["device"]])
 
 
+@pytest.mark.beside_scenarios
 def test_lab_refuses_clearly_without_root():
     import shutil
     import tempfile

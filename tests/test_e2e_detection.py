@@ -18,9 +18,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.cli import fioscope
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.net import wait_for
 from helpers.lab import require_root_lab
-from helpers.net import wait_for
 from helpers.scenarios import Run, Scenario, once_paged, timeline
 
 pytestmark = pytest.mark.e2e
@@ -120,6 +120,7 @@ def test_healthy_controls_stay_silent(scenario_lab, scenario):
     assert iops > 100, "the control was not loaded"
 
 
+@pytest.mark.beside_scenarios
 def test_burst_timer_caps_later_and_lab_down_removes_it(tmp_path):
     """The timer outlives `lab up` (as after a crash), writes the caps after the burst, and `down` kills a pending one."""
     from fioscope import lab

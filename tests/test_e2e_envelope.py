@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import pytest
 from fioscope_mixin.units import parse_duration
-from helpers.prometheus import PromClient
+from fioscope_testkit.prometheus import PromClient
 from helpers.scenarios import Scenario, as_long_as, once_paged, timeline, twin_of
 
 pytestmark = pytest.mark.e2e
@@ -175,6 +175,7 @@ def causes_named(prom: PromClient, device: str, start: float, end: float) -> set
     return {s["metric"]["cause"] for s in prom.query(f'fioscope:disk_slow_cause{{device="{device}"}}[{end - start + 1:.0f}s]', at=end)}
 
 
+@pytest.mark.beside_scenarios
 def test_named_ceilings_reads_the_descriptions_units():
     """The parser the end-to-end checks rely on: humanize's k and humanize1024's MiB."""
     got = named_ceilings("loop3 on local is throttled at its provider's cap: read throughput at ~40MiB/s, reads at ~1k/s (no limit "

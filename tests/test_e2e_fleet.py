@@ -12,11 +12,11 @@ import time
 
 import pytest
 from fioscope_mixin.units import parse_duration
+from fioscope_testkit.net import free_port, wait_for
+from fioscope_testkit.prometheus import Prometheus
 from helpers.fleet import run_hosts
 from helpers.lab import CAP_SCRAPE_INTERVAL, E2E_SETTINGS, THROTTLE, fleet_host, lab_lock, require_root_lab
-from helpers.net import free_port, wait_for
 from helpers.processes import Exporter, NodeExporter
-from helpers.prometheus import Prometheus
 
 pytestmark = pytest.mark.e2e
 
@@ -41,6 +41,7 @@ def figures(prom: Prometheus) -> str:
     return "; ".join(out)
 
 
+@pytest.mark.beside_scenarios
 def test_two_hosts_one_prometheus_alert_names_the_capped_host_and_device(tmp_path):
     require_root_lab()
     from fioscope import lab

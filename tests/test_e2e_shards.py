@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 from fioscope_mixin.settings import load_settings
 from fioscope_mixin.stack import shard_of
-from helpers.dashboard_queries import dashboard_queries, substitute
+from fioscope_testkit.dashboard_queries import dashboard_queries, substitute
+from fioscope_testkit.native_stack import NativeStack
+from fioscope_testkit.net import free_port, free_port_block, wait_for
+from fioscope_testkit.prometheus import PromClient
 from helpers.fleet import run_hosts
 from helpers.lab import (
     CAP_SCRAPE_INTERVAL,
@@ -30,9 +33,6 @@ from helpers.lab import (
     started,
     webhook_receiver,
 )
-from helpers.native_stack import NativeStack
-from helpers.net import free_port, free_port_block, wait_for
-from helpers.prometheus import PromClient
 
 pytestmark = pytest.mark.e2e
 
@@ -51,6 +51,7 @@ def shard_hosts(stack: NativeStack) -> list[set[str]]:
              if t["labels"].get("job") in ("node", "fioscope")} for i in range(stack.shards)]
 
 
+@pytest.mark.beside_scenarios
 def test_two_shards_under_thanos_page_through_one_alertmanager_and_answer_the_dashboards_for_both(tmp_path):
     require_root_lab()
     thanos = Path(os.path.expanduser(load_settings()["fleet"]["thanos_binary"]))

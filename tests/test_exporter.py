@@ -11,11 +11,11 @@ import time
 import pytest
 from fioscope.blockdev import device_for_path
 from fioscope.histogram import BUCKET_BOUNDS
-from helpers.binaries import require
-from helpers.cli import fioscope
+from fioscope_testkit.binaries import require
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.net import wait_for
+from fioscope_testkit.paths import FIO_OUTPUTS, FIXTURES
 from helpers.exposition import parse_exposition, promtool_check_metrics, sample
-from helpers.net import wait_for
-from helpers.paths import FIO_OUTPUTS, FIXTURES
 from helpers.results import config_with_schedule, result_docs, settle
 
 

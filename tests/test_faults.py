@@ -15,11 +15,11 @@ from fioscope.config import load_config
 from fioscope.parser import split_documents
 from fioscope.scanner import ScanLoop, effective_interval
 from fioscope.store import Store
-from helpers.binaries import require
-from helpers.cli import fioscope
+from fioscope_testkit.binaries import require
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.net import wait_for
+from fioscope_testkit.paths import FIO_OUTPUTS
 from helpers.exposition import parse_exposition, promtool_check_metrics, sample
-from helpers.net import wait_for
-from helpers.paths import FIO_OUTPUTS
 from helpers.results import settle
 
 

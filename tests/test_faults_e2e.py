@@ -6,8 +6,8 @@ import subprocess
 import time
 
 import pytest
+from fioscope_testkit.net import wait_for
 from helpers.lab import CAP_SCRAPE_INTERVAL, lab_stack, require_root_lab
-from helpers.net import wait_for
 from helpers.scenarios import device_timeline
 
 pytestmark = pytest.mark.e2e

@@ -19,9 +19,9 @@ import signal
 import subprocess
 import time
 
-from helpers.binaries import require
+from fioscope_testkit.binaries import require
+from fioscope_testkit.net import wait_for
 from helpers.exposition import sample
-from helpers.net import wait_for
 
 
 def _children(pid: int) -> list[int]:

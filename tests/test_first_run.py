@@ -13,14 +13,14 @@ import time
 
 import pytest
 from fioscope.histogram import BUCKET_BOUNDS
-from helpers.binaries import require
-from helpers.cli import fioscope
+from fioscope_testkit.binaries import require
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.histogram import tolerance
+from fioscope_testkit.net import wait_for
+from fioscope_testkit.prometheus import Prometheus
 from helpers.exposition import sample
 from helpers.fleet import fleet_overrides
-from helpers.histogram import tolerance
-from helpers.net import wait_for
 from helpers.processes import Exporter, NodeExporter
-from helpers.prometheus import Prometheus
 from helpers.results import config_with_schedule
 
 SYNC = 'jobname="etcd-wal",ddir="sync",stage="lat"'

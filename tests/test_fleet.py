@@ -13,12 +13,12 @@ from pathlib import Path
 import bcrypt
 import pytest
 import yaml
-from helpers.binaries import require
-from helpers.cli import run
+from fioscope_testkit.binaries import require
+from fioscope_testkit.cli import run
+from fioscope_testkit.net import free_port, wait_for
+from fioscope_testkit.prometheus import Prometheus
 from helpers.fleet import fleet_overrides, run_hosts
-from helpers.net import free_port, wait_for
 from helpers.processes import Exporter, NodeExporter
-from helpers.prometheus import Prometheus
 
 
 def up_hosts(prom: Prometheus, job: str) -> dict[str, str]:

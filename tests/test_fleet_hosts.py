@@ -10,12 +10,12 @@ from pathlib import Path
 
 from fioscope_mixin.native import NativeStack
 from fioscope_mixin.stack import shard_of
-from helpers.binaries import require
-from helpers.cli import run
+from fioscope_testkit.binaries import require
+from fioscope_testkit.cli import run
+from fioscope_testkit.net import free_port, free_port_block, wait_for
+from fioscope_testkit.paths import REPO
+from fioscope_testkit.prometheus import PromClient
 from helpers.fleet import run_hosts
-from helpers.net import free_port, free_port_block, wait_for
-from helpers.paths import REPO
-from helpers.prometheus import PromClient
 
 CONFIG_DIR = REPO / "provisioning" / "prometheus"  # a relative stack.hosts_dir is relative to it
 THANOS = Path.home() / ".cache" / "fioscope" / "thanos-v0.42.5" / "thanos"

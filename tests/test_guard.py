@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers.cli import fioscope, fioscope_command
-from helpers.net import free_port, wait_for
-from helpers.paths import FIXTURES, REPO, checkout_env
+from fioscope_testkit.cli import fioscope, fioscope_command
+from fioscope_testkit.net import free_port, wait_for
+from fioscope_testkit.paths import FIXTURES, REPO, checkout_env
 
 GUARD = FIXTURES / "jobs" / "guard"
 

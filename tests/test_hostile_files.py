@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.binaries import require
-from helpers.cli import fioscope
+from fioscope_testkit.binaries import require
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.net import wait_for
+from fioscope_testkit.paths import FIO_OUTPUTS, checkout_env
 from helpers.exposition import sample
-from helpers.net import wait_for
-from helpers.paths import FIO_OUTPUTS, checkout_env
 from helpers.results import settle
 
 # the store's scan as an unprivileged user: imported as root, then privileges dropped; one scan per input line

@@ -1,4 +1,4 @@
-"""``python -m fioscope_mixin.hosts add``: hostile names and addresses (tests/helpers/corpus.py) are refused with one line, nothing is written,
+"""``python -m fioscope_mixin.hosts add``: hostile names and addresses (testkit/fioscope_testkit/corpus.py) are refused with one line, nothing is written,
 and the generated Prometheus config with every host file still passes a real ``promtool check config``. Adding to a host merges its
 targets (a real Prometheus scrapes each once); a target of another host is refused; a planted symbolic link is never followed; an
 installed (not editable) package never writes into the Python installation; a hosts_dir that is not a folder of its own is refused."""
@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 from fioscope_mixin import CHECKOUT
-from helpers import corpus
-from helpers.binaries import require
-from helpers.cli import run
+from fioscope_testkit import corpus
+from fioscope_testkit.binaries import require
+from fioscope_testkit.cli import run
+from fioscope_testkit.native_stack import write_stack_files
+from fioscope_testkit.net import free_port, wait_for
+from fioscope_testkit.prometheus import Prometheus
 from helpers.fleet import run_hosts
-from helpers.native_stack import write_stack_files
-from helpers.net import free_port, wait_for
-from helpers.prometheus import Prometheus
 
 HOSTS = [sys.executable, "-m", "fioscope_mixin.hosts"]
 
@@ -65,7 +65,7 @@ def one_line_refusal(done: subprocess.CompletedProcess, *words: str) -> None:
 
 
 def test_adding_to_a_host_merges_its_targets_and_a_target_of_another_host_is_refused(tmp_path):
-    """The README's capture listener added under an existing host joins its exporter (both scraped, the node_exporter
+    """The capture listener (docs/reports.md) added under an existing host joins its exporter (both scraped, the node_exporter
     once); under a second name, the node_exporter it shares is refused in one line and nothing is written."""
     require("prometheus")
     hosts = tmp_path / "hosts"

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.net import http_get
+from fioscope_testkit.net import http_get
 
 THREAD_BOUND = 32  # the serving pool (16) plus main, scan, scheduler and interpreter threads
 

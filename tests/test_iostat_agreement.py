@@ -12,9 +12,9 @@ same order: one request more or less in a window swings their mean.
 from __future__ import annotations
 
 import pytest
+from fioscope_testkit.paths import FIXTURES
 from helpers.iostat import agree, print_table, sample_agreement
 from helpers.lab import lab_lock, require_root_lab
-from helpers.paths import FIXTURES
 
 
 @pytest.mark.e2e

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.binaries import require
-from helpers.cli import run
-from helpers.paths import checkout_env
+from fioscope_testkit.binaries import require
+from fioscope_testkit.cli import run
+from fioscope_testkit.paths import checkout_env
 
 JOB = """; default: RUNTIME=5
 [checked]

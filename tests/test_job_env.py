@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers.binaries import require
-from helpers.cli import fioscope
+from fioscope_testkit.binaries import require
+from fioscope_testkit.cli import fioscope
 
 
 @pytest.fixture

@@ -26,8 +26,8 @@ from fioscope_mixin.kubernetes import kubernetes_settings
 from fioscope_mixin.prometheus import RULE_FILES
 from fioscope_mixin.rule import runbook_base
 from fioscope_mixin.settings import load_settings
-from helpers.binaries import built, require, rule_tests_for
-from helpers.paths import REPO
+from fioscope_testkit.binaries import built, require, rule_tests_for
+from fioscope_testkit.paths import REPO
 
 DEPLOY = REPO / "deploy" / "kubernetes"
 OVERLAYS = ("base", "overlays/control-plane", "overlays/all-nodes")
@@ -44,7 +44,7 @@ KUSTOMIZE = K8S_CACHE / "bin" / "kustomize"
 
 
 def _needed(present: bool, what: str) -> None:
-    """Like helpers.binaries.require() for things setup.sh puts in the cache: skip locally, fail in CI."""
+    """Like fioscope_testkit.binaries.require() for things setup.sh puts in the cache: skip locally, fail in CI."""
     if not present:
         message = f"{what} missing: run scripts/setup.sh"
         if os.environ.get("CI"):
@@ -504,8 +504,7 @@ def test_configmap_schedule_is_accepted_by_the_config_loader(rendered, tmp_path,
         assert [t.name for t in config.targets] == ["etcd"]
 
 
-def test_readme_install_commands_use_the_overlays():
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Kubernetes", 1)[1].split("\n## ", 1)[0]
+def test_documented_install_commands_use_the_overlays():
+    section = (REPO / "docs" / "kubernetes.md").read_text()
     applied = {shlex.split(line.strip())[-1] for line in section.splitlines() if line.strip().startswith("kubectl apply -k")}
     assert applied and all((REPO / path).is_dir() for path in applied), applied

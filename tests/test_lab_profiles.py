@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.cli import fioscope
+from fioscope_testkit.cli import fioscope
 from helpers.lab import blocked_tasks, completed_requests, fio_in_cgroup, fio_job, lab_disks, lab_lock, lay_out, stop_fio
 
 

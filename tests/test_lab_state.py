@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.cli import fioscope, run
+from fioscope_testkit.cli import fioscope, run
+from fioscope_testkit.paths import checkout_env
 from helpers.lab import lab_lock
-from helpers.paths import checkout_env
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (the lab is root only)")
 

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from fioscope_testkit.net import free_port, wait_for
+from fioscope_testkit.paths import checkout_env
 from helpers import leaks
-from helpers.net import free_port, wait_for
-from helpers.paths import checkout_env
 
 
 def launch(tmp_path) -> tuple[subprocess.Popen, dict[int, str]]:

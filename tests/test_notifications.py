@@ -19,9 +19,9 @@ import yaml
 from fioscope_mixin import names as n
 from fioscope_mixin.settings import load_settings
 from fioscope_mixin.stack import alertmanager_config
-from helpers.binaries import first_installed, require
+from fioscope_testkit.binaries import first_installed, require
+from fioscope_testkit.net import free_port, wait_for
 from helpers.lab import webhook_receiver
-from helpers.net import free_port, wait_for
 
 # (host, device): the alerts firing for it as (alertname, severity), and the ones its notifications carry
 EPISODES = {

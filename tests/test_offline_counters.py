@@ -4,39 +4,20 @@ plain iostat file (rates, no counters) has its counters rebuilt from the rates."
 from __future__ import annotations
 
 import json
-import random
 
 import pytest
-
-
-def _kernel_samples(n: int, interval: float) -> list:
-    """A capture's samples as the sampler keeps them: counters far from 0 (as a disk's are), a jittered interval."""
-    from fioscope.reporting.timeline import DiskCounters
-
-    rng = random.Random(26)
-    disk = {"reads": 1e7, "writes": 2e7, "read_bytes": 4e10, "write_bytes": 8e10, "read_seconds": 1e4, "write_seconds": 2e4,
-            "io_seconds": 5e4, "weighted_seconds": 9e4}
-    cpu = {"user": 1e6, "nice": 10.0, "system": 5e5, "iowait": 3e5, "steal": 0.0, "idle": 9e6}
-    out = []
-    for i in range(n):
-        out.append((1.79e9 + 0.123456 + i * interval + rng.uniform(-0.05, 0.05), {"loop0": DiskCounters(**disk)}, dict(cpu)))
-        reads, writes = rng.randint(0, 900), rng.randint(0, 400)  # per second over the next interval
-        grow = {"reads": reads, "writes": writes, "read_bytes": reads * 4096, "write_bytes": writes * 4096, "read_seconds": reads * 0.0013,
-                "write_seconds": writes * 0.004, "io_seconds": rng.random(), "weighted_seconds": rng.random() * 3}
-        disk = {k: v + grow[k] * interval for k, v in disk.items()}
-        cpu = {m: v + rng.randint(0, int(interval * 100)) for m, v in cpu.items()}
-    return out
+from helpers.bundles import kernel_samples, write_bundle
 
 
 @pytest.mark.parametrize("interval", [2.0, 45.0])  # 45 s: longer than MAX_SAMPLE_GAP, instants inside each interval
 def test_a_captures_counters_reach_the_backfill_as_counted(tmp_path, interval):
     """The series backfilled for a capture are the kernel's counters at the instants an iostat file's rebuilt ones
     take, and they move as the rebuilt ones do (but for iostat.json's rounding): the rules judge the same."""
-    from fioscope.reporting.capture import iostat_document
+    from fioscope.reporting.iostat_json import iostat_document
     from fioscope.reporting.offline.counters import Grid, counter_points
     from fioscope.reporting.offline.load import load_iostat
 
-    kernel = _kernel_samples(40, interval)
+    kernel = kernel_samples(40, interval)
     path = tmp_path / "iostat.json"
     path.write_text(json.dumps(iostat_document("vm1", kernel)))
     [capture] = load_iostat(str(path))
@@ -63,34 +44,14 @@ def test_a_captures_counters_reach_the_backfill_as_counted(tmp_path, interval):
             assert (b[i][1] - b[i - 1][1]) / total[1] == pytest.approx((a[i][1] - a[i - 1][1]) / total[0], abs=1e-4)
 
 
-def _bundle(directory, kernel: list, host: str = "vm1"):
-    """A capture bundle's iostat.json and its raw samples (samples/diskstats.jsonl, as the sampler writes them: /proc's
-    lines in the kernel's units) of ``kernel``'s counters; the bundle's own samples, as read back from the lines."""
-    from fioscope.reporting.capture import iostat_document
-    from fioscope.reporting.offline.load import read_bundle_counters
-
-    (directory / "samples").mkdir(parents=True)
-    with (directory / "samples" / "diskstats.jsonl").open("w") as f:
-        for t, disks, cpu in kernel:
-            c = disks["loop0"]
-            fields = [c.reads, 0, c.read_bytes / 512, c.read_seconds * 1000, c.writes, 0, c.write_bytes / 512, c.write_seconds * 1000,
-                      0, c.io_seconds * 1000, c.weighted_seconds * 1000, 0, 0, 0, 0, 0, 0]
-            line = "   7       0 loop0 " + " ".join(str(round(v)) for v in fields)
-            stat = "cpu  " + " ".join(str(round(cpu[m])) for m in ("user", "nice", "system", "idle", "iowait")) + " 0 0 0 0 0"
-            f.write(json.dumps({"t": t, "diskstats": [line], "stat": stat}) + "\n")
-    counted = read_bundle_counters(str(directory / "samples" / "diskstats.jsonl"))
-    (directory / "iostat.json").write_text(json.dumps(iostat_document(host, counted)))
-    return counted
-
-
 def test_a_bundles_own_counters_serve_a_report_on_it(tmp_path, caplog):
     """``fioscope report --iostat bundle/iostat.json``: the bundle's raw samples are its counters (the report judges
     them as the capture did); a plain iostat file has none; a damaged line is one warning, left out (issue 51: as
     iostat.json's values are), and the other samples serve; a file with fewer than two samples left, the rates serve."""
     from fioscope.reporting.offline.load import bundle_counters, load_iostat
 
-    kernel = _kernel_samples(20, 2.0)
-    counted = _bundle(tmp_path / "bundle", kernel)
+    kernel = kernel_samples(20, 2.0)
+    counted = write_bundle(tmp_path / "bundle", kernel)
     path = str(tmp_path / "bundle" / "iostat.json")
     got = bundle_counters([path], load_iostat(path))[path]
     assert [(t, d["loop0"].reads) for t, d, _ in got] == [(t, float(round(d["loop0"].reads))) for t, d, _ in kernel] == \
@@ -99,7 +60,7 @@ def test_a_bundles_own_counters_serve_a_report_on_it(tmp_path, caplog):
     plain.parent.mkdir()
     plain.write_text((tmp_path / "bundle" / "iostat.json").read_text())
     assert bundle_counters([str(plain)], load_iostat(str(plain))) == {}
-    later = _bundle(tmp_path / "later", [(t + 3600, d, c) for t, d, c in kernel])  # the same host an hour later
+    later = write_bundle(tmp_path / "later", [(t + 3600, d, c) for t, d, c in kernel])  # the same host an hour later
     both = [path, str(tmp_path / "later" / "iostat.json")]
     assert bundle_counters(both, [c for p in both for c in load_iostat(p)]) == {both[0]: counted, both[1]: later}
     raw = tmp_path / "bundle" / "samples" / "diskstats.jsonl"
@@ -120,19 +81,22 @@ def test_a_capture_judged_from_its_counters_reads_as_from_its_rates(tmp_path, ca
     capture's own report), read from the bundle (a report on it later), or rebuilt from the rates (a plain copy)."""
     from fioscope.reporting.offline.load import load_iostat
     from fioscope.reporting.offline.pipeline import backfilled, offline_diagnosis
-    from fioscope.reporting.prometheus import Prometheus
+    from fioscope.reporting.offline.rules import generate_rules
+    from fioscope.thresholds import shipped
+    from fioscope.reporting.prometheus_api import Prometheus
     from fioscope.reporting.reportjson import report_json
 
-    kernel = _bundle(tmp_path / "bundle", _kernel_samples(200, 2.0))
+    kernel = write_bundle(tmp_path / "bundle", kernel_samples(200, 2.0))
     path = str(tmp_path / "bundle" / "iostat.json")
     plain = tmp_path / "plain.json"
     plain.write_text((tmp_path / "bundle" / "iostat.json").read_text())
     end = load_iostat(path)[0].samples[-1].timestamp
-    with backfilled(load_iostat(path), [], tmp_path / "work", kernel={path: kernel}) as server:
+    with backfilled(load_iostat(path), [], tmp_path / "work", generate_rules(shipped()), kernel={path: kernel}) as server:
         [reads] = Prometheus(server.url).instant('node_disk_reads_completed_total{device="loop0"}', end)
     assert reads.values[0] == kernel[-1][1]["loop0"].reads
     reports = [json.loads(report_json(offline_diagnosis(*args, **kw))) for args, kw in (
-        (([path], None, None), {"kernel": {path: kernel}}), (([path], None, None), {}), (([str(plain)], None, None), {}))]
+        (([path], None, None, shipped()), {"kernel": {path: kernel}}), (([path], None, None, shipped()), {}),
+        (([str(plain)], None, None, shipped()), {}))]
     assert reports[2].pop("title").endswith("plain.json") and reports[0].pop("title") == reports[1].pop("title")
     assert reports[0] == reports[1] == reports[2]
     assert reports[0]["devices"][0]["series"]["r/s"] and any(v["kind"] == "alerts" for v in reports[0]["verdicts"])

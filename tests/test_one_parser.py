@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.cli import fioscope
-from helpers.paths import REPO
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.paths import REPO
 
 
 def one_line(proc: subprocess.CompletedProcess) -> str:
@@ -60,7 +60,7 @@ def test_run_duration_flags(tmp_path, flag):
 
 
 def test_report_last_takes_days(tmp_path):
-    from helpers.net import free_port
+    from fioscope_testkit.net import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
     ok = fioscope("report", "--prometheus.url", dead, "--last", "1d", "--output", str(tmp_path / "out"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from helpers.paths import REPO
+from fioscope_testkit.paths import REPO
 
 MARKER = "<!-- owners:"
 

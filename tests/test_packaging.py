@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.paths import REPO
+from fioscope_testkit.paths import REPO
 
 pytestmark = pytest.mark.e2e  # builds a wheel (setuptools from the index) and a venv: ~15 s
 
@@ -72,7 +72,7 @@ def test_installed_fioscope_runs_a_profile_from_anywhere(installed, tmp_path):
     proc = run_outside(installed, "run", "etcd-wal", "--target.dir", str(target), "--results.dir", str(results),
                        "--env", "SIZE=2m", cwd=tmp_path)
     assert "no such job file" not in proc.stderr
-    assert re.search(r"fdatasync p99 .*: (pass|FAIL)$", proc.stdout, re.MULTILINE), proc.stdout + proc.stderr
+    assert re.search(r"fdatasync p99 .*: (pass|WARNING|FAIL)$", proc.stdout, re.MULTILINE), proc.stdout + proc.stderr
     assert list(results.glob("etcd-wal-*.json"))
 
 

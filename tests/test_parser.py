@@ -13,7 +13,7 @@ from fioscope.parser import (
     parse_text,
     quantile_label,
 )
-from helpers.paths import FIO_OUTPUTS
+from fioscope_testkit.paths import FIO_OUTPUTS
 
 V3 = ["fio-3.33", "fio-3.42"]
 

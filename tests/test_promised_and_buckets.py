@@ -11,8 +11,8 @@ from fioscope.config import Limits
 from fioscope.histogram import BUCKET_BOUNDS, bucket_counts
 from fioscope.parser import parse_file, percentile_from_bins
 from fioscope.promised import fio_size_bytes, promised_iops, write_share
-from helpers.histogram import histogram_quantile, tolerance
-from helpers.paths import FIO_OUTPUTS
+from fioscope_testkit.histogram import histogram_quantile, tolerance
+from fioscope_testkit.paths import FIO_OUTPUTS
 
 
 def test_iops_and_bandwidth_combine_per_direction():

@@ -17,7 +17,7 @@ import time
 import pytest
 from fioscope import nvmelog
 from fioscope.collector.provider import ProviderCollector, volume_id
-from helpers.binaries import require
+from fioscope_testkit.binaries import require
 from prometheus_client import CollectorRegistry, generate_latest
 
 EBS = 0x3C23B510

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import random_scenarios as rs  # alerts/tests (pytest.ini's pythonpath)
 from fioscope_mixin.settings import load_settings
-from helpers.binaries import PROMETHEUS_LINES, require_prometheus
+from fioscope_testkit.binaries import PROMETHEUS_LINES, require_prometheus
 
 # a fixed sample of the space: four draws a family at their drawn scrape intervals (seeds 0-3), and the nightly backup,
 # seed-sensitive before issue 25's queue floor, on 200 seeds at 15 s scrapes

@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
-from helpers.paths import FIO_OUTPUTS
+from fioscope_testkit.paths import FIO_OUTPUTS
 
 ONSET, EPISODE_END, END = 20 * 60, 30 * 60, 36 * 60  # seconds into the capture
 
@@ -52,7 +52,7 @@ def neighbour_capture(path: Path, step: int = 5) -> Path:
 @pytest.fixture(scope="module")
 def neighbour_report(tmp_path_factory) -> tuple[Path, dict]:
     """``fioscope report --iostat`` over the capture: its directory and report.json."""
-    from helpers.cli import fioscope
+    from fioscope_testkit.cli import fioscope
 
     tmp = tmp_path_factory.mktemp("cause")
     out = tmp / "report"
@@ -122,14 +122,13 @@ def test_slow_under_more_load_is_no_fault_and_names_no_cause(neighbour_report):
 def test_offline_levels_put_each_cause_after_what_it_reads_and_the_causes_before_it():
     """Offline, a level reads only what lower levels backfilled: a cause ``unless`` a higher cause must come after it, and
     after the slow ratio and the normal load it reads (all the causes shared one level, before either: none was named)."""
-    from fioscope.reporting.offline.rules import load_rules as _load_rules
-    from fioscope.reporting.offline.rules import rule_levels
+    from fioscope.reporting.offline.rules import generate_rules, rule_levels
     from fioscope.thresholds import shipped
     from fioscope_mixin import names as n
     from fioscope_mixin.cause import CAUSES
 
     level = {}
-    for i, rules in enumerate(rule_levels(_load_rules("recording.rules.yaml", shipped()))):
+    for i, rules in enumerate(rule_levels(generate_rules(shipped()).recording)):
         for rule in rules:
             level[(rule["record"], (rule.get("labels") or {}).get("cause", ""))] = i
     causes = [level[(n.DISK_SLOW_CAUSE, c)] for c, _ in CAUSES]
@@ -141,16 +140,20 @@ def test_offline_levels_put_each_cause_after_what_it_reads_and_the_causes_before
 def test_live_report_reads_the_causes_the_stack_recorded(tmp_path):
     """The live report reads the cause series a Prometheus recorded (here one serving the capture with the rules' output
     backfilled, as the offline report's is): the same episodes, per device, as offline."""
-    from fioscope.reporting.diagnosis import diagnose, live_input
+    from fioscope.reporting.diagnosis import diagnose
+    from fioscope.reporting.diagnosis_page import diagnosis_report
+    from fioscope.reporting.live import live_input
     from fioscope.reporting.offline.load import load_iostat
     from fioscope.reporting.offline.pipeline import backfilled
-    from fioscope.reporting.prometheus import Prometheus
+    from fioscope.reporting.offline.rules import generate_rules
+    from fioscope.reporting.prometheus_api import Prometheus
+    from fioscope.thresholds import shipped
 
     captures = load_iostat(str(neighbour_capture(tmp_path / "iostat.json")))
     start, end = captures[0].samples[0].timestamp, captures[0].samples[-1].timestamp
-    with backfilled(captures, [], tmp_path / "work") as server:
-        inp = live_input(Prometheus(server.url), start, end, "vm", None)
-    report = diagnose(inp)
+    with backfilled(captures, [], tmp_path / "work", generate_rules(shipped())) as server:
+        inp = live_input(Prometheus(server.url), start, end, "vm", None, shipped())
+    report = diagnosis_report(diagnose(inp))
     causes = {d["device"]: (d["cause"] or {}).get("key") for d in report.json["devices"]}
     assert causes == {"vdb": "noisy_neighbour", "vdc": None, "vdd": None}, causes
     [headline] = [v for v in report.verdicts if v.kind == "headline" and v.data["device"] == "vdb"]
@@ -161,7 +164,7 @@ def test_live_report_reads_the_causes_the_stack_recorded(tmp_path):
 
 
 def test_an_undecided_episode_says_what_the_data_lacked():
-    from fioscope.reporting.cause import CauseEpisode, CauseFindings
+    from fioscope.reporting.cause_episodes import CauseEpisode, CauseFindings
 
     figures = {"await_seconds": 0.004, "normal_await_seconds": 0.001, "iops": 500.0, "normal_iops": 500.0}
     found = CauseFindings([CauseEpisode("vm", "vdb", 0.0, 600.0, None, figures=figures)], ["the requests in flight (a stall)"])
@@ -174,7 +177,7 @@ def test_an_undecided_episode_says_what_the_data_lacked():
 def test_an_undecided_episode_at_the_throttling_checks_ceiling_is_never_load():
     """A capture's short overload on a capped disk: slow, more IO/s than at its normal, no cause named yet (its rule needs
     longer), but the throttling check held: slow at that ceiling, not "load, not a fault" (the lab capture said that)."""
-    from fioscope.reporting.cause import CauseEpisode, CauseFindings
+    from fioscope.reporting.cause_episodes import CauseEpisode, CauseFindings
 
     figures = {"await_seconds": 0.101, "normal_await_seconds": 0.000563, "iops": 659.0, "normal_iops": 242.0}
     found = CauseFindings([CauseEpisode("vm", "loop0", 100.0, 145.0, None, figures=figures)])
@@ -220,7 +223,7 @@ def test_a_capture_whose_fio_waits_above_an_idle_disk_names_a_wait_above_the_dis
     """The offline report reads fio's median completion latency while each run ran, as the exporter's live figures give
     it: a starved application over a disk at its normal latency is a wait above the disk, in report.json and on the page;
     the calm run before names nothing."""
-    from helpers.cli import fioscope
+    from fioscope_testkit.cli import fioscope
     from helpers.report_page import rendered
 
     iostat, results, start = starved_capture(tmp_path)
@@ -290,7 +293,7 @@ def test_a_capture_of_a_write_burst_names_the_write_back_cliff_from_fios_own_rat
     the exporter's live figure: the application's rate falling to a fifth while the device below writes on at its cap is
     a write-back cliff, named within 2 minutes of the fall and never before it, the device's cause. The same bundle
     without the rates names no cliff: the device alone never shows it."""
-    from helpers.cli import fioscope
+    from fioscope_testkit.cli import fioscope
     from helpers.report_page import rendered
 
     docs, outs = {}, {}
@@ -316,7 +319,7 @@ def test_a_capture_of_a_write_burst_names_the_write_back_cliff_from_fios_own_rat
 
 @pytest.mark.slow
 def test_an_unreadable_fio_rates_file_is_one_warning_and_the_report_goes_on(tmp_path):
-    from helpers.cli import fioscope
+    from fioscope_testkit.cli import fioscope
 
     iostat, _ = cliff_bundle(tmp_path)
     rates = iostat.parent / "samples" / "fio.jsonl"

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.cli import fioscope
-from helpers.paths import FIXTURES, IOSTAT, checkout_env
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.paths import FIXTURES, IOSTAT, checkout_env
 from helpers.report_page import Verdicts, lab_device, open_in_chromium
 
 COLUMNS = ("r/s", "w/s", "rkB/s", "wkB/s", "r_await", "w_await", "aqu-sz", "util")
@@ -97,7 +97,8 @@ def test_report_json_holds_every_iostat_sample_and_every_run(capped_report):
     assert runs[1]["start"] <= t <= runs[1]["end"] + 5
     assert abs(peak - fio_iops) <= 0.1 * fio_iops
     # the verdict: throttled, in a headline sentence
-    assert dev["verdict"].startswith(f"{device} was throttled from") and "reads/s" in dev["verdict"]
+    assert dev["verdict"].startswith(f"{device} was throttled by its provider for ") and "reads/s" in dev["verdict"]
+    assert "Throttled from" in dev["verdict"]
     loads = [p for p in dev["phases"] if p["kind"] == "load"]
     assert len(loads) == 2 and [p["kind"] for p in dev["phases"]].count("idle") >= 2
 
@@ -123,7 +124,7 @@ def test_page_reads_verdict_first_with_binary_units(capped_report, tmp_path):
     assert page.external == []
     device = lab_device(IOSTAT / "capped-results")
     assert page.items[0]["data-kind"] == "headline" and page.items[0]["data-device"] == device
-    assert page.items[0]["data-ok"] == "false" and "was throttled from" in page.items[0]["text"]
+    assert page.items[0]["data-ok"] == "false" and "was throttled by its provider" in page.items[0]["text"]
     assert dom.index('id="headline"') < dom.index('class="summary"') < dom.index('id="verdicts"')
     html = (out / "report.html").read_text()
     assert "MB/s" not in page.text and "mIO/s" not in page.text and "MiB/s" in page.text
@@ -149,29 +150,32 @@ def test_two_runs_of_one_profile_make_one_running_series():
 
 def test_no_data_is_grey_never_green():
     from fioscope.reporting.diagnosis import await_verdict
-    from fioscope.reporting.phases import headline
+    from fioscope.reporting.phases import evidence
     from fioscope.reporting.timeline import Timeline
+    from fioscope.reporting.wording import headline
+    from fioscope.thresholds import shipped
 
     quiet = Timeline("vm", "vdb", {c: [(float(t), 0.0) for t in range(10)] for c in COLUMNS}, 1.0)
-    verdict = await_verdict("vdb", "vdb", quiet, [])
+    verdict = await_verdict("vdb", "vdb", quiet, [], shipped().sla_seconds("vdb"))
     assert verdict.ok is None and "no data" in verdict.text
-    assert headline(Timeline("vm", "vdb", {c: [] for c in COLUMNS}), [], []) == (None, "vdb: no data")
+    assert evidence(Timeline("vm", "vdb", {c: [] for c in COLUMNS}), [], []) == (None, "no data")
+    assert headline("vdb", None, "no data") == "vdb: no data"
 
 
 def test_an_alert_that_began_as_its_load_ended_reads_at_a_time_not_an_empty_interval():
     """The alert's window (a rate window behind) begins just after the load: it counts for the load, as one instant."""
-    from fioscope.reporting.phases import Phase, headline, throttled_spans
+    from fioscope.reporting.phases import Phase, evidence, throttled_spans
     from fioscope.reporting.timeline import Timeline
 
     timeline = Timeline("vm", "vdb", {c: [(float(t), 700.0 if c == "r/s" else 1.0) for t in range(100, 201)] for c in COLUMNS}, 1.0)
     load = Phase("load", "cloud-sla-70-30", 100.0, 200.0)
     spans = throttled_spans([(200.6, 380.0)], [load], slack=1.0)
     assert spans == [(200.0, 200.0)]
-    ok, text = headline(timeline, [load], spans)
-    assert ok is False and text.startswith("vdb was throttled at 00:03:20 UTC: "), text
+    ok, text = evidence(timeline, [load], spans)
+    assert ok is False and text.startswith("Throttled at 00:03:20 UTC: "), text
     assert "from 00:03:20 to 00:03:20" not in text
-    ok, text = headline(timeline, [load], [(150.0, 200.0)])
-    assert text.startswith("vdb was throttled from 00:02:30 to 00:03:20 UTC: "), text
+    ok, text = evidence(timeline, [load], [(150.0, 200.0)])
+    assert text.startswith("Throttled from 00:02:30 to 00:03:20 UTC: "), text
 
 
 def test_downsampling_keeps_each_buckets_minimum_and_maximum():
@@ -187,7 +191,7 @@ def test_downsampling_keeps_each_buckets_minimum_and_maximum():
 
 def test_kernel_counters_become_iostat_columns_and_round_trip_through_iostat_json(tmp_path):
     """capture's /proc/diskstats reading -> iostat's columns (as iostat computes them) -> iostat.json -> the offline reader."""
-    from fioscope.reporting.capture import iostat_document, parse_cpu, parse_diskstats
+    from fioscope.reporting.iostat_json import iostat_document, parse_cpu, parse_diskstats
     from fioscope.reporting.offline.load import load_iostat
 
     line = "   7       0 loop0 {r} 0 {rs} {rt} {w} 0 {ws} {wt} 0 {io} {wio} 0 0 0 0 0 0"

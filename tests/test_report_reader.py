@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.paths import FIO_OUTPUTS, REPO
+from fioscope_testkit.paths import FIO_OUTPUTS, REPO
 
 RANDRW = FIO_OUTPUTS / "fio-3.33" / "randrw.json"
 

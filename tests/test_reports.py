@@ -17,10 +17,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.cli import fioscope
-from helpers.net import free_port
-from helpers.paths import IOSTAT, REPO
-from helpers.prometheus import Prometheus
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.net import free_port
+from fioscope_testkit.paths import IOSTAT, REPO
+from fioscope_testkit.prometheus import Prometheus
 from helpers.report_page import lab_device, rendered
 
 LAB_CAP_IOPS = 200  # capture.sh: --read-iops 200
@@ -61,8 +61,9 @@ def test_offline_diagnosis_capped_disk_is_throttled_at_the_lab_cap(tmp_path):
 @pytest.mark.slow
 def test_offline_diagnosis_healthy_disk_is_not_throttled(tmp_path):
     from fioscope.reporting.offline.pipeline import offline_diagnosis
+    from fioscope.thresholds import shipped
 
-    report = offline_diagnosis([str(IOSTAT / "healthy.json")], str(IOSTAT / "healthy-results"), None)
+    report = offline_diagnosis([str(IOSTAT / "healthy.json")], str(IOSTAT / "healthy-results"), None, shipped())
     throttled = [v for v in report.verdicts if v.kind == "throttled"]
     assert throttled and all(v.ok for v in throttled), [v.text for v in throttled]
     headlines = [v.text for v in report.verdicts if v.kind == "headline"]
@@ -99,9 +100,10 @@ def test_offline_diagnosis_burst_then_cap_is_throttled(tmp_path):
     """Burst credits spent: FioscopeDiskThrottledAfterBurst fires, so the verdict says throttled (it said
     "not throttled" while its own alert list fired that alert: the diagnosis had its own list of throttling alerts)."""
     from fioscope.reporting.offline.pipeline import offline_diagnosis
+    from fioscope.thresholds import shipped
     from fioscope_mixin.names import ALERT_DISK_THROTTLED_AFTER_BURST
 
-    report = offline_diagnosis([str(burst_then_cap_capture(tmp_path / "burst.json"))], None, None)
+    report = offline_diagnosis([str(burst_then_cap_capture(tmp_path / "burst.json"))], None, None, shipped())
     [alerts] = [v for v in report.verdicts if v.kind == "alerts"]
     assert ALERT_DISK_THROTTLED_AFTER_BURST in alerts.data["alerts"]  # by name in report.json; the page says what it means
     [throttled] = [v for v in report.verdicts if v.kind == "throttled"]
@@ -384,7 +386,7 @@ def test_sweep_expansion_is_a_valid_job_file(tmp_path):
 
 def test_window_and_downsampling_step():
     from fioscope.reporting import ReportError
-    from fioscope.reporting.prometheus import MAX_POINTS, step_for, window
+    from fioscope.reporting.prometheus_api import MAX_POINTS, step_for, window
 
     assert window(None, None, "24h", now=1_800_000_000) == (1_800_000_000 - 86400, 1_800_000_000)
     with pytest.raises(ReportError, match="empty"):

@@ -16,9 +16,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from fioscope_testkit.cli import fioscope, fioscope_command
+from fioscope_testkit.paths import IOSTAT, checkout_env
 from helpers import hostile_reports as hostile
-from helpers.cli import fioscope, fioscope_command
-from helpers.paths import IOSTAT, checkout_env
 from helpers.report_page import open_in_chromium
 
 
@@ -86,6 +86,8 @@ def test_live_diagnosis_of_hostile_labels_runs_no_script(tmp_path):
     """A live Prometheus whose series carry hostile labels: ALERTS, fioscope_disk_info names, fio runs."""
     from fioscope.reporting.offline.load import load_iostat
     from fioscope.reporting.offline.pipeline import backfilled
+    from fioscope.reporting.offline.rules import generate_rules
+    from fioscope.thresholds import shipped
 
     captures = load_iostat(str(hostile.hostile_capture(tmp_path / "capture.json")))
     start, end = captures[0].samples[0].timestamp, captures[0].samples[-1].timestamp
@@ -95,7 +97,7 @@ def test_live_diagnosis_of_hostile_labels_runs_no_script(tmp_path):
     times = [start + 15 * i for i in range(int((end - start) // 15))]
     extra = {"ALERTS": {_labels(alert): [(t, 1.0) for t in times]},
              "fioscope_disk_info": {_labels(info): [(t, 1.0) for t in times]}}
-    with backfilled(captures, [], tmp_path / "work", extra) as server:
+    with backfilled(captures, [], tmp_path / "work", generate_rules(shipped()), extra) as server:
         out = tmp_path / "out"
         proc = fioscope("report", "--prometheus.url", server.url, "--from", str(start - 30), "--to", str(end), "--output", str(out))
     assert proc.returncode == 0, proc.stderr

@@ -20,9 +20,9 @@ from fioscope import ingest
 from fioscope.config import load_config
 from fioscope.parser import split_documents
 from fioscope.store import Store
-from helpers.binaries import require
+from fioscope_testkit.binaries import require
+from fioscope_testkit.net import wait_for
 from helpers.exposition import sample
-from helpers.net import wait_for
 
 
 def _fio(results, target, runtime: int, interval: int) -> subprocess.Popen:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fioscope_mixin import names as n
 from fioscope_mixin.native import NativeStack
-from helpers.binaries import require
-from helpers.net import free_port, wait_for
-from helpers.prometheus import PromClient
+from fioscope_testkit.binaries import require
+from fioscope_testkit.net import free_port, wait_for
+from fioscope_testkit.prometheus import PromClient
 
 
 def test_rule_evaluation_alert_reads_the_real_prometheus_own_series(tmp_path):

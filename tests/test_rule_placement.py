@@ -11,9 +11,9 @@ from fioscope_mixin import prometheus
 from fioscope_mixin.native import NativeStack
 from fioscope_mixin.placement import CHAIN_COST_MS, TOLERANCE_S, phase_miss, placement_points
 from fioscope_mixin.settings import load_settings
-from helpers.binaries import require_prometheus
-from helpers.net import free_port, wait_for
-from helpers.prometheus import PromClient
+from fioscope_testkit.binaries import require_prometheus
+from fioscope_testkit.net import free_port, wait_for
+from fioscope_testkit.prometheus import PromClient
 
 FLEET = ["thresholds.columns_interval=1m", "stack.concurrent_rule_eval=true"]
 # lastEvaluation is when the evaluation began: the group's timer wakes a few ms past its instant (more on a busy

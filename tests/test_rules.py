@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers.binaries import PROMETHEUS_LINES, require, require_prometheus, rule_tests_for
-from helpers.cli import run
 from fioscope_mixin import names as n
-from helpers.paths import FIXTURES, REPO
+from fioscope_testkit.binaries import PROMETHEUS_LINES, require, require_prometheus, rule_tests_for
+from fioscope_testkit.cli import run
+from fioscope_testkit.paths import FIXTURES, REPO
 
 ALERTS = REPO / "alerts"
 # the rule files and the stack config (the dashboards and Kubernetes objects: test_dashboards, test_kubernetes)
@@ -93,7 +93,8 @@ def test_every_alert_has_firing_and_silent_cases():
 
 def test_every_recording_rule_has_a_value_check():
     records = {r["record"] for r in rules_of(ALERTS / "recording.rules.yaml")}
-    text = "".join((ALERTS / "tests" / name).read_text() for name in ("recording.test.yaml", "detection.test.yaml", "cause.test.yaml", "fio.test.yaml"))
+    text = "".join((ALERTS / "tests" / name).read_text() for name in ("recording.test.yaml", "detection.test.yaml", "cause.test.yaml", "fio.test.yaml",
+                                                                  "instance_limit.test.yaml"))
     checked = set(re.findall(r"fioscope:[a-z0-9_:]+", text))
     assert records - checked == set()
 
@@ -346,8 +347,8 @@ def cluster_test(expected: list[dict], rules_dir: Path) -> dict:
 
 def test_alert_links_open_the_runbook_the_exporter_serves(exporter_factory, tmp_path):
     """Default links: every runbook_url is the exporter's /runbook (the page has the anchor, the markdown escaped) and
-    every dashboard_url the path /d/<uid> (README "Alert links"); links.* set by an operator replace both bases."""
-    from helpers.net import http_get
+    every dashboard_url the path /d/<uid> (docs/rules.md "Alert links"); links.* set by an operator replace both bases."""
+    from fioscope_testkit.net import http_get
     exporter = exporter_factory()
     page = http_get(f"http://127.0.0.1:{exporter.port}/runbook", timeout=5)
     ids = set(re.findall(r'<h\d id="([^"]+)"', page))

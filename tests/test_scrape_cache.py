@@ -23,9 +23,9 @@ from fioscope.config import load_config
 from fioscope.http import listen
 from fioscope.parser import parse_text
 from fioscope.store import Store
+from fioscope_testkit.net import wait_for
+from fioscope_testkit.paths import FIO_OUTPUTS
 from helpers.exposition import parse_exposition, sample
-from helpers.net import wait_for
-from helpers.paths import FIO_OUTPUTS
 from helpers.results import settle
 
 PASSWORD = "s3cret"

@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from helpers.binaries import require
-from helpers.cli import fioscope
-from helpers.paths import IOSTAT, REPO
+from fioscope_testkit.binaries import require
+from fioscope_testkit.cli import fioscope
+from fioscope_testkit.paths import IOSTAT, REPO
 
 # every module of both packages a command may import: none may open alerts/config.yaml (or any YAML) on import
 IMPORTS = ("import pkgutil, importlib, fioscope, fioscope_mixin\n"
@@ -47,11 +47,13 @@ def test_a_bad_set_is_one_line_naming_the_key(tmp_path):
 def test_a_live_report_judges_by_the_thresholds_set_with_set(tmp_path):
     from fioscope.reporting.offline.load import load_iostat
     from fioscope.reporting.offline.pipeline import backfilled
+    from fioscope.reporting.offline.rules import generate_rules
+    from fioscope.thresholds import shipped
 
     captures = load_iostat(str(IOSTAT / "healthy.json"))
     start, end = captures[0].samples[0].timestamp, captures[0].samples[-1].timestamp
     texts = {}
-    with backfilled(captures, [], tmp_path / "work") as server:
+    with backfilled(captures, [], tmp_path / "work", generate_rules(shipped())) as server:
         for name, sets in (("default", []), ("set", ["--set", "thresholds.disk_latency_sla_seconds=0.25"])):
             out = tmp_path / name
             proc = fioscope("report", "--prometheus.url", server.url, "--from", str(start - 30), "--to", str(end), *sets,

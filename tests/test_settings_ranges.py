@@ -15,10 +15,10 @@ import pytest
 import yaml
 from fioscope_mixin import kubernetes, prometheus
 from fioscope_mixin.settings import SCHEMA, SettingsError, apply_override, check_settings, load_settings, spec_for
-from helpers.binaries import require
-from helpers.cli import run
-from helpers.net import free_port
-from helpers.paths import REPO, checkout_env
+from fioscope_testkit.binaries import require
+from fioscope_testkit.cli import run
+from fioscope_testkit.net import free_port
+from fioscope_testkit.paths import REPO, checkout_env
 
 HOSTILE = [".nan", ".inf", "-.inf", "-1", "-0.5", "0", "1.0e+300", "123456789012", "true", "'maybe'", "'false'", "[1]",
            "{a: 1}", "''", "0s", "1ms", "-1s", "100000w", "'job=\"x'"]
@@ -177,7 +177,7 @@ def test_alertmanager_yml_with_a_webhook_is_written_0600(tmp_path):
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
     assert stat.S_IMODE((out / "provisioning" / "prometheus" / "prometheus.yml").stat().st_mode) == 0o644
 
-    from helpers.native_stack import NativeStack
+    from fioscope_testkit.native_stack import NativeStack
     stack = NativeStack(tmp_path / "data", [hook])  # writes its generated configuration into <data-dir>/config
     assert stat.S_IMODE((stack.root / "provisioning" / "alertmanager" / "alertmanager.yml").stat().st_mode) == 0o600
 

@@ -14,11 +14,11 @@ import yaml
 from fioscope_mixin import prometheus
 from fioscope_mixin.settings import SettingsError, load_settings
 from fioscope_mixin.stack import shard_of
-from helpers.binaries import PROMETHEUS3_DIR, built, require
-from helpers.cli import run
+from fioscope_testkit.binaries import PROMETHEUS3_DIR, built, require
+from fioscope_testkit.cli import run
+from fioscope_testkit.net import free_port, wait_for
+from fioscope_testkit.prometheus import PromClient, Prometheus
 from helpers.fleet import run_hosts
-from helpers.net import free_port, wait_for
-from helpers.prometheus import PromClient, Prometheus
 
 # both shards get some of these (shard_of is checked against Prometheus below, not assumed)
 HOSTS = [f"db-{i}" for i in range(8)]

@@ -12,8 +12,8 @@ from pathlib import Path
 from fioscope.config import Config
 from fioscope.parser import parse_file
 from fioscope.store import Store
+from fioscope_testkit.paths import FIO_OUTPUTS
 from helpers.exposition import parse_exposition
-from helpers.paths import FIO_OUTPUTS
 
 ETCD = FIO_OUTPUTS / "fio-3.33" / "etcd.json+"
 STATUS = FIO_OUTPUTS / "fio-3.33" / "status.json"

@@ -1,6 +1,6 @@
 """make test starts the tests at once and builds the Go tools behind them (scripts/setup.sh --background default-suite):
 the default suite needs Prometheus 3's promtool, not its server; a test that needs a tool is marked so, runs after the
-others and waits for the build (helpers.binaries)."""
+others and waits for the build (fioscope_testkit.binaries)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import sys
 import time
 
 import pytest
-from helpers.binaries import TEST_TOOLS, built, wait_for_build
-from helpers.cli import run
-from helpers.paths import REPO
+from fioscope_testkit.binaries import TEST_TOOLS, built, wait_for_build
+from fioscope_testkit.cli import run
+from fioscope_testkit.paths import REPO
 
 # the tests of a real Prometheus 3 server: each times a server's rule evaluation, which promtool does not do; ~30-40 s
 # each, in the slow suite (make test-slow builds the server). Every other test of 3.x runs on promtool.
@@ -24,7 +24,7 @@ SERVER_TESTS = {
 # writes the collected default suite, in the order it runs, with each test's needs_tool marks
 MARKS_PLUGIN = """
 import json, os
-from helpers.binaries import needed_tools
+from fioscope_testkit.binaries import needed_tools
 def pytest_collection_finish(session):
     with open(os.environ["TOOL_MARKS_OUT"], "w") as out:
         json.dump([[item.nodeid, sorted(needed_tools(item))] for item in session.items], out)

@@ -12,11 +12,11 @@ from fioscope import blockdev
 from fioscope.collector.topology import TopologyCollector
 from fioscope.config import Config, Target
 from fioscope.store import Store
-from helpers.binaries import first_installed, require
+from fioscope_testkit.binaries import first_installed, require
+from fioscope_testkit.net import free_port, http_get, wait_for
+from fioscope_testkit.paths import REPO
 from helpers.exposition import parse_exposition, promtool_check_metrics
 from helpers.lab import lab_lock
-from helpers.net import free_port, http_get, wait_for
-from helpers.paths import REPO
 from prometheus_client import CollectorRegistry, generate_latest
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import bcrypt
 import pytest
 import yaml
-from helpers.cli import fioscope_command
-from helpers.net import free_port, wait_for
-from helpers.paths import checkout_env
-from helpers.prometheus import Prometheus
+from fioscope_testkit.cli import fioscope_command
+from fioscope_testkit.net import free_port, wait_for
+from fioscope_testkit.paths import checkout_env
+from fioscope_testkit.prometheus import Prometheus
 
 PASSWORD = "correct horse battery staple"
 
@@ -205,8 +205,8 @@ def _health(url: str, context: ssl.SSLContext) -> dict:
 
 @pytest.mark.slow
 def test_an_emptied_truncated_or_invalid_web_config_never_opens_the_exporter(web_config, tmp_path):
-    """Never fail open: every hostile file (tests/helpers/corpus.py) is ignored on reload like broken YAML; TLS and auth stay."""
-    from helpers import corpus
+    """Never fail open: every hostile file (testkit/fioscope_testkit/corpus.py) is ignored on reload like broken YAML; TLS and auth stay."""
+    from fioscope_testkit import corpus
 
     path = tmp_path / "web.yml"
     for name in ("server.crt", "server.key"):
@@ -249,7 +249,7 @@ def test_an_emptied_truncated_or_invalid_web_config_never_opens_the_exporter(web
 
 @pytest.mark.parametrize("name", ["empty", "comments-only", "only-headers", "list"])
 def test_a_web_config_that_secures_nothing_is_refused_at_start(name, web_config, tmp_path):
-    from helpers import corpus
+    from fioscope_testkit import corpus
 
     text = dict(corpus.hostile_web_configs(web_config.read_text()))[name]
     path = web_config.parent / f"start-{name}.yml"
@@ -356,7 +356,7 @@ def _serving_copy(web_config: Path, tmp_path: Path, settings: dict | None = None
 
 
 def test_a_reloaded_web_config_of_wrong_types_never_stops_the_exporter(web_config, tmp_path):
-    from helpers import corpus
+    from fioscope_testkit import corpus
 
     path, proc, port = _serving_copy(web_config, tmp_path)
     hostile = corpus.hostile_typed_web_configs(yaml.safe_load(web_config.read_text()))

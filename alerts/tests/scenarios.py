@@ -42,7 +42,7 @@ from fioscope_mixin.settings import load_settings
 
 HERE = Path(__file__).resolve().parent
 # the generated test per Prometheus line: 3.x's range selectors are left-open, so an alert fires one evaluation earlier
-# than on 2.42 and a test of exact first firings is generated for each (tests/helpers/binaries.rule_tests_for picks)
+# than on 2.42 and a test of exact first firings is generated for each (testkit/fioscope_testkit/binaries.rule_tests_for picks)
 OUT = {"2": HERE / "detection.test.yaml", "3": HERE / "detection.prometheus3.test.yaml"}
 PROMETHEUS3_DIR = Path.home() / ".cache" / "fioscope" / "prometheus-v0.316.0"  # scripts/setup.sh builds it
 STEP = 15  # seconds per sample (scrape and evaluation interval); --step 5 observes the same scenarios at 5 s scrapes

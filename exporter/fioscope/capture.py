@@ -41,7 +41,7 @@ from fioscope_mixin.yamlfile import YamlError, load_yaml
 
 from .config import check_cgroup, check_job_env
 from .reporting import ReportError, humanize
-from .reporting.capture import DiskCounters, iostat_document, iso_time, parse_cpu, parse_diskstats
+from .reporting.iostat_json import DiskCounters, iostat_document, iso_time, parse_cpu, parse_diskstats
 from .reporting.offline.load import BUNDLE_FIO_RATES
 from .thresholds import Thresholds
 
@@ -72,7 +72,9 @@ class LoadFailed(CaptureError):
 
 
 @dataclass
-class Phase:
+class PlannedPhase:
+    """One step of the capture's plan (the phase as measured is ``reporting.phases.Phase``)."""
+
     kind: str  # idle, load
     seconds: float
     job: str = ""
@@ -86,9 +88,9 @@ class Phase:
         return f"{self.job}" + (f" at {rate} IOPS" if rate else "")
 
 
-def default_plan(idle: float, load: float) -> list[Phase]:
-    return [Phase("idle", idle), Phase("load", load, "cloud-sla-70-30", dict(SLA_ENV)), Phase("idle", idle),
-            Phase("load", load, "cloud-sla-70-30", dict(OVERLOAD_ENV)), Phase("idle", min(idle, DEFAULT_TAIL))]
+def default_plan(idle: float, load: float) -> list[PlannedPhase]:
+    return [PlannedPhase("idle", idle), PlannedPhase("load", load, "cloud-sla-70-30", dict(SLA_ENV)), PlannedPhase("idle", idle),
+            PlannedPhase("load", load, "cloud-sla-70-30", dict(OVERLOAD_ENV)), PlannedPhase("idle", min(idle, DEFAULT_TAIL))]
 
 
 def _seconds(value: object, where: str) -> float:
@@ -102,7 +104,7 @@ IDLE_KEYS = frozenset({"idle"})
 LOAD_KEYS = frozenset({"job", "duration", "env"})
 
 
-def load_plan(path: str) -> list[Phase]:
+def load_plan(path: str) -> list[PlannedPhase]:
     """``phases: [{idle: 30s}, {job: cloud-sla-70-30, duration: 60s, env: {READ_IOPS: 700}}, ...]``; read by the one YAML
     loader (a regular file of bounded size, no aliases); an unknown key is refused, naming it."""
     try:
@@ -126,16 +128,16 @@ def load_plan(path: str) -> list[Phase]:
         if unknown:
             raise CaptureError(f"{where}: unknown key {unknown[0]!r} (a phase is 'idle: DURATION' or 'job', 'duration', 'env')")
         if "idle" in item:
-            plan.append(Phase("idle", _seconds(item["idle"], f"{where}.idle")))
+            plan.append(PlannedPhase("idle", _seconds(item["idle"], f"{where}.idle")))
         elif isinstance(item.get("job"), str) and item["job"]:
             env = check_job_env(item.get("env"), f"{where}.env", CaptureError)
-            plan.append(Phase("load", _seconds(item.get("duration", DEFAULT_LOAD), f"{where}.duration"), item["job"], env))
+            plan.append(PlannedPhase("load", _seconds(item.get("duration", DEFAULT_LOAD), f"{where}.duration"), item["job"], env))
         else:
             raise CaptureError(f"{where}: expected 'idle: DURATION' or 'job: PROFILE'")
     return plan
 
 
-def check_plan(plan: list[Phase], where: str) -> None:
+def check_plan(plan: list[PlannedPhase], where: str) -> None:
     total = sum(p.seconds for p in plan)
     if total > MAX_PLAN_SECONDS:
         raise CaptureError(f"{where}: the plan lasts {format_duration(total)}; at most {format_duration(MAX_PLAN_SECONDS)}")
@@ -302,7 +304,7 @@ class FioRates:
 class Progress:
     """``[2/5] cloud-sla-70-30 at 700+300 IOPS, 35s left; all done in 2m10s`` on a terminal, one line per phase elsewhere."""
 
-    def __init__(self, plan: list[Phase], stream: TextIO | None = None, stopped: threading.Event | None = None):
+    def __init__(self, plan: list[PlannedPhase], stream: TextIO | None = None, stopped: threading.Event | None = None):
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() and not os.environ.get("CI")
         self.plan = plan
@@ -365,7 +367,7 @@ class Interrupts:
                 runner.kill()
 
 
-def phase_env(p: Phase, extra_env: dict[str, str]) -> dict[str, str]:
+def phase_env(p: PlannedPhase, extra_env: dict[str, str]) -> dict[str, str]:
     """A load phase's job variables: its duration as RUNTIME (time-based profiles) and MAX_RUNTIME (etcd-wal's cap)."""
     seconds = str(max(1, math.ceil(p.seconds)))  # fio reads runtime=0 as "no limit"
     return {**p.env, **extra_env, "RUNTIME": seconds, "MAX_RUNTIME": seconds}

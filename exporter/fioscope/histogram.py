@@ -23,7 +23,7 @@ to 4 significant digits so ``le`` reads 0.01091, not 0.010905077326652577.
 Cost: len(bounds) + 1 buckets + _sum + _count = 71 series per (target, job, hostname, ddir,
 stage) that has json+ bins (155 when every bucket was fine); a typical job has 1 to 3 such
 stages. The fdatasync p99 record reads every bucket of every result once a minute: on
-Prometheus 2 its cost is those series (README "Fleet").
+Prometheus 2 its cost is those series (docs/fleet.md).
 """
 
 from __future__ import annotations

@@ -191,6 +191,7 @@ def sla_expr(t: dict) -> str:
 
 
 def alerts(s: dict) -> list[Alert]:
+    from fioscope_mixin import instance_limit as il  # (it imports this module's helpers)
     t = s["thresholds"]
     fsync_ms = f"{t['etcd_fsync_p99_seconds'] * 1000:g} ms"
     commit_ms = f"{t['etcd_backend_commit_p99_seconds'] * 1000:g} ms"
@@ -227,18 +228,20 @@ def alerts(s: dict) -> list[Alert]:
               "etcd {{ $labels.instance }}: backend commit p99 {{ $value | humanizeDuration }} (etcd's guidance: below " + commit_ms + ").",
               "fio"),
         Alert(n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD, "critical",
-              throttled("short") + "\nand " + FIO_ON_DEVICE + f"\nand {ON} (\n{FIO_CEILING_AT_PEAK}\nor {CEILING_AFTER_STEP_DOWN}\n)"
-              + f"\nand on (%(clusterLabels)shost, device) (\n  {FIO_CEILING_HELD}\n)",
+              # where the provider's counters exist they decide; the machine's limit is the host's alert (il.page)
+              il.page(throttled("short") + "\nand " + FIO_ON_DEVICE + f"\nand {ON} (\n{FIO_CEILING_AT_PEAK}\nor {CEILING_AFTER_STEP_DOWN}\n)"
+                      + f"\nand on (%(clusterLabels)shost, device) (\n  {FIO_CEILING_HELD}\n)", "\nand " + FIO_ON_DEVICE),
               "throttled_fio", "Disk throttled while fio loads it", throttle_desc("short"), "disk"),
         Alert(n.ALERT_DISK_THROTTLED, "warning",
               # a step-down in the ceiling's direction is the burst alert's page
-              "(\n" + throttled("long") + f"\nand {ON} (\n{CEILING_AT_PEAK}\n)" + held
-              + (f"\nor\n{CAUSE_HELD}" if duration(s, "thresholds", "throttle", "page_with_cause") else "")
+              "(\n" + il.page(throttled("long") + f"\nand {ON} (\n{CEILING_AT_PEAK}\n)" + held
+                               + (f"\nor\n{CAUSE_HELD}" if duration(s, "thresholds", "throttle", "page_with_cause") else ""))
               + "\n)\nunless " + FIO_PAGE_SPAN,
               "throttled", "Disk sits at a ceiling (throttled)", throttle_desc("long"), "disk"),
         Alert(n.ALERT_DISK_THROTTLED_AFTER_BURST, "warning",
               CEILING_AFTER_STEP_DOWN + "\n"
-              'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{window="long"}\nunless ' + LOCAL + "\n" + NOT_STALLED,
+              'unless on (%(clusterLabels)shost, device) fioscope:disk_ceiling_below{window="long"}\nunless ' + LOCAL + "\n" + NOT_STALLED
+              + "\n" + il.NO_COUNTERS,
               "throttled_after_burst", "Disk throttled after a burst (burst credits exhausted)",
               "{{ $labels.device }} on " + HOST + ": burst credits exhausted: IOPS fell from ~"
               + disk_value(n.DISK_IOPS, around="max_over_time(%s[%%(stepDownLookback)s])") + " to ~"
@@ -354,7 +357,8 @@ EPISODE_ALERTS = {n.ALERT_DISK_THROTTLED_UNDER_FIO_LOAD, n.ALERT_DISK_THROTTLED,
 
 
 def alert_rules(s: dict) -> dict:
-    p = params(s)
+    from fioscope_mixin.instance_limit import limit_params  # (it imports this module's helpers)
+    p = params(s) | limit_params(s)
     group: dict = {"name": "fioscope-alerts"}
     # Prometheus starts each group at an offset of its own within the interval (a hash of its name and file), so an
     # alert reading another group's records saw them up to a whole interval late (a throttling page at 125 s, not 110,

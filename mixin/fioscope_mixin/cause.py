@@ -6,7 +6,7 @@ disk idles). Each is named by exactly one cause in ``fioscope:disk_slow_cause{ca
 recorded in precedence order, each ``unless`` a cause recorded before it in the same evaluation, so two can never
 hold for one device at once:
 
-stall > writeback_cliff > provider_cap > device_max > noisy_neighbour > wait_above_disk
+stall > writeback_cliff > instance_limit > provider_cap > device_max > noisy_neighbour > wait_above_disk
 
 A slow await under the application's own higher demand, below any ceiling (a backup, a batch job), is load, not a
 fault: it gets no cause. Thresholds: ``thresholds.cause`` in alerts/config.yaml.
@@ -14,6 +14,7 @@ fault: it gets no cause. Thresholds: ``thresholds.cause`` in alerts/config.yaml.
 
 from __future__ import annotations
 
+from fioscope_mixin import instance_limit as il
 from fioscope_mixin import names as n
 from fioscope_mixin.alerts import (
     BY_DEVICE,
@@ -43,6 +44,7 @@ CONDITION = n.DISK_CAUSE_CONDITION
 CAUSES = [
     ("stall", "requests in flight, (almost) none completing"),
     ("writeback_cliff", "the write rate collapsed once a cache filled"),
+    ("instance_limit", "the machine's own disk limit, shared by its volumes"),
     ("provider_cap", "the provider's cap on the volume"),
     ("device_max", "the device's own maximum"),
     ("noisy_neighbour", "a noisy neighbour or the shared backend"),
@@ -52,7 +54,7 @@ CAUSES = [
 
 def cause_params(s: dict) -> dict[str, str]:
     """params() and thresholds.cause as ``cause_<key>``."""
-    p = params(s)
+    p = params(s) | il.limit_params(s)
     for key, value in s["thresholds"]["cause"].items():
         p[f"cause_{key}"] = fmt(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
     return p
@@ -166,6 +168,8 @@ WAIT_ABOVE_DISK = (f"{n.DISK_IOPS}\nand {ON} (\n"
 CONDITION_TESTS = [
     # fewer completions than at the normal latency, at no more demand (the chain adds: slow)
     ("noisy_neighbour", DEMAND_HELD),
+    # the host's summed rate held while the volume's share of it moved (fioscope_mixin.instance_limit)
+    ("instance_limit", il.CONDITION),
 ]
 
 CONDITIONS = {
@@ -173,7 +177,9 @@ CONDITIONS = {
     "writeback_cliff": f"{WRITEBACK_CLIFF}\nor {WRITEBACK_DRAIN}",
     # the ceiling recorded once (n.DISK_CAUSE_CEILING, just before the causes): the most costly test of the group, which
     # both read
-    "provider_cap": f"{n.DISK_CAUSE_CEILING}\nunless {LOCAL}",
+    "instance_limit": il.cause(SLOW, CONDITION),
+    # where the provider's counters exist they decide (fioscope_mixin.instance_limit)
+    "provider_cap": il.provider_cap(f"{n.DISK_CAUSE_CEILING}\nunless {LOCAL}"),
     "device_max": f"{n.DISK_CAUSE_CEILING}\nand {LOCAL}",
     "noisy_neighbour": f'{SLOW}\nand {ON} {CONDITION}{{cause="noisy_neighbour"}}',
     "wait_above_disk": WAIT_ABOVE_DISK,
@@ -237,7 +243,7 @@ def cause_groups(s: dict) -> list[dict]:
 
     # the inputs and the conditions in groups of their own, listed before the chain (the order promtool's tests evaluate
     # them in; Prometheus runs groups in parallel): the stall, PSI and fio's latency; the noisy-neighbour test
-    return [group("fioscope-cause-inputs", INPUTS),
+    return [group("fioscope-cause-inputs", INPUTS + il.INPUTS),
             group("fioscope-cause-conditions", condition_records()),
             group("fioscope-cause", cause_records()),
             group("fioscope-cause-demand", NORMAL_DEMAND, interval=p["baselineInterval"])]
@@ -379,7 +385,7 @@ def cause_alert_group(s: dict, interval: str | None) -> dict:
     group: dict = {"name": "fioscope-cause-alerts"}
     if interval:
         group["interval"] = interval
-    group["rules"] = [a.render(s, p) for a in cause_alerts()]
+    group["rules"] = [a.render(s, p) for a in cause_alerts() + il.alerts()]
     return group
 
 

@@ -27,20 +27,29 @@ class Counter:
     scale: float = 1.0  # column units per counter unit (rkB/s: 1/1024 kB per byte; util: 100 % per second busy)
     per: str = ""  # an await column: the counter of completions it divides by
     since: str = ""  # the kernel that added the field (a shorter diskstats line has it not: 0, as iostat prints it)
+    # what the reports make of the column (fioscope.reporting: the timeline, report.json, the charts, the offline reader)
+    report: int = 0  # its place in report.json's series and the drawn timeline (docs/contracts.md); 0: not drawn
+    chart: str = ""  # the device chart that draws it (iops, throughput, await, util, queue); "" none
+    unit: str = ""  # the unit report.json gives it in (IO/s, kB/s, ms, %, requests)
+    phase: bool = False  # a timeline carries it for the phase table, undrawn (the merges; request sizes follow from kB/s and r/s)
+    required: bool = False  # an iostat -o JSON disk entry without it is not read (offline.load.REQUIRED)
 
 
 DISK: tuple[Counter, ...] = (
-    Counter("reads", 1, "count", "node_disk_reads_completed_total", "r/s"),
-    Counter("read_merges", 2, "count", "node_disk_reads_merged_total", "rrqm/s"),
-    Counter("read_bytes", 3, "sectors", "node_disk_read_bytes_total", "rkB/s", 1 / 1024),
-    Counter("read_seconds", 4, "ms", "node_disk_read_time_seconds_total", "r_await", 1000, per="reads"),
-    Counter("writes", 5, "count", "node_disk_writes_completed_total", "w/s"),
-    Counter("write_merges", 6, "count", "node_disk_writes_merged_total", "wrqm/s"),
-    Counter("write_bytes", 7, "sectors", "node_disk_written_bytes_total", "wkB/s", 1 / 1024),
-    Counter("write_seconds", 8, "ms", "node_disk_write_time_seconds_total", "w_await", 1000, per="writes"),
+    Counter("reads", 1, "count", "node_disk_reads_completed_total", "r/s", report=1, chart="iops", unit="IO/s", required=True),
+    Counter("read_merges", 2, "count", "node_disk_reads_merged_total", "rrqm/s", unit="IO/s", phase=True),
+    Counter("read_bytes", 3, "sectors", "node_disk_read_bytes_total", "rkB/s", 1 / 1024, report=3, chart="throughput", unit="kB/s"),
+    Counter("read_seconds", 4, "ms", "node_disk_read_time_seconds_total", "r_await", 1000, per="reads", report=5, chart="await",
+            unit="ms", required=True),
+    Counter("writes", 5, "count", "node_disk_writes_completed_total", "w/s", report=2, chart="iops", unit="IO/s", required=True),
+    Counter("write_merges", 6, "count", "node_disk_writes_merged_total", "wrqm/s", unit="IO/s", phase=True),
+    Counter("write_bytes", 7, "sectors", "node_disk_written_bytes_total", "wkB/s", 1 / 1024, report=4, chart="throughput", unit="kB/s"),
+    Counter("write_seconds", 8, "ms", "node_disk_write_time_seconds_total", "w_await", 1000, per="writes", report=6, chart="await",
+            unit="ms", required=True),
     # field 9 is the requests in flight now: a gauge, not a counter (iostat reads it not)
-    Counter("io_seconds", 10, "ms", "node_disk_io_time_seconds_total", "util", 100),
-    Counter("weighted_seconds", 11, "ms", "node_disk_io_time_weighted_seconds_total", "aqu-sz"),
+    Counter("io_seconds", 10, "ms", "node_disk_io_time_seconds_total", "util", 100, report=8, chart="util", unit="%", required=True),
+    Counter("weighted_seconds", 11, "ms", "node_disk_io_time_weighted_seconds_total", "aqu-sz", report=7, chart="queue",
+            unit="requests", required=True),
     Counter("discards", 12, "count", "node_disk_discards_completed_total", "d/s", since="4.18"),
     Counter("discard_merges", 13, "count", "node_disk_discards_merged_total", "drqm/s", since="4.18"),
     # node_exporter publishes discarded sectors, not bytes: dkB/s is half of it
@@ -50,6 +59,29 @@ DISK: tuple[Counter, ...] = (
     Counter("flush_seconds", 17, "ms", "node_disk_flush_requests_time_seconds_total", "f_await", 1000, per="flushes", since="5.5"),
 )
 BY_COLUMN = {c.column: c for c in DISK}
+CHARTS = ("iops", "throughput", "await", "util", "queue")  # a device's charts, in the page's order (and the phase table's)
+
+
+def reported(table: tuple[Counter, ...] = DISK) -> tuple[str, ...]:
+    """The columns the reports draw and report.json carries, in their order (``report``)."""
+    return tuple(c.column for c in sorted((c for c in table if c.report), key=lambda c: c.report))
+
+
+def tracked(table: tuple[Counter, ...] = DISK) -> tuple[str, ...]:
+    """What a report's timeline carries: the drawn columns, then the phase table's own (``phase``)."""
+    return (*reported(table), *(c.column for c in table if c.phase and not c.report))
+
+
+def required(table: tuple[Counter, ...] = DISK) -> tuple[str, ...]:
+    """The columns an iostat disk entry must have to be read, in the reports' order."""
+    return tuple(c for c in tracked(table) if next(x for x in table if x.column == c).required)
+
+
+def charted(chart: str, table: tuple[Counter, ...] = DISK) -> tuple[str, ...]:
+    """The columns one device chart draws (``chart``), in the reports' order."""
+    return tuple(c for c in reported(table) if next(x for x in table if x.column == c).chart == chart)
+
+
 BY_COUNTER = {c.counter: c for c in DISK}
 SERIES = {c.column: c.series for c in DISK}  # iostat column -> node_exporter counter (the recording rules' inputs)
 # iostat's columns computed from two others of one interval: request size (kB per request: rkB/s / r/s) and the share

@@ -30,7 +30,7 @@ from fioscope_mixin.settings import load_settings
 
 DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 # Set by configure() from the settings before the dashboards are built. Every series carries the host its
-# scrape job's relabelling named (README "Fleet"); with selectors.cluster_label, also its cluster.
+# scrape job's relabelling named (docs/fleet.md); with selectors.cluster_label, also its cluster.
 SETTINGS: dict = {}
 T: dict = {}
 CLUSTER = ""  # the cluster label's name, "" for one cluster per Prometheus
@@ -280,6 +280,7 @@ def throughput() -> timeseries.Panel:
 
 # the cause of a slow episode as a state: 0 not slow, then the causes in the rules' precedence (fioscope_mixin.cause)
 CAUSE_STATES = [("stall", "STALL", "dark-red"), ("writeback_cliff", "write-back cliff", "orange"),
+                ("instance_limit", "the machine's limit", "dark-orange"),
                 ("provider_cap", "provider cap", "red"), ("device_max", "device maximum", "purple"),
                 ("noisy_neighbour", "noisy neighbour", "yellow"), ("wait_above_disk", "wait above the disk", "blue")]
 
@@ -291,9 +292,10 @@ def slow_cause() -> statetimeline.Panel:
     mapping = {"0": ("not slow", "green")} | {str(i): (text, color) for i, (_, text, color) in enumerate(CAUSE_STATES, 1)}
     return (statetimeline.Panel().title("Why is it slow: the cause per device").unit("none").datasource(DS).height(7).span(24)
             .description("Each device's slow episodes named by their one cause (docs/runbook.md, \"Why is this disk slow\"): "
-                         "a stall, a write-back cliff, the provider's cap, the device's own maximum, a noisy neighbour or the "
-                         "shared backend, or a wait above the disk (CPU, filesystem, application). Green: not slow. The "
-                         "FioscopeDiskCause* alerts give the evidence.")
+                         "a stall, a write-back cliff, the machine's own limit shared by its volumes, the provider's cap, the "
+                         "device's own maximum, a noisy neighbour or the shared backend, or a wait above the disk (CPU, "
+                         "filesystem, application). Green: not slow. The FioscopeDiskCause* and FioscopeInstanceDiskLimit "
+                         "alerts give the evidence.")
             .with_target(query(expr, "{{host}} {{device}}")).mappings(value_map(mapping))
             .thresholds(thresholds((None, "green"))).show_value(cm.VisibilityMode.NEVER).merge_values(True).fill_opacity(80))
 

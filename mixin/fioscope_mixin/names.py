@@ -186,6 +186,15 @@ ALERT_DISK_CAUSE_PROVIDER_CAP = "FioscopeDiskCauseProviderCap"
 ALERT_DISK_CAUSE_DEVICE_MAX = "FioscopeDiskCauseDeviceMaximum"
 ALERT_DISK_CAUSE_NOISY_NEIGHBOUR = "FioscopeDiskCauseNoisyNeighbour"
 ALERT_DISK_CAUSE_WAIT_ABOVE_DISK = "FioscopeDiskCauseWaitAboveDisk"
+# ---- the machine's own disk limit across its volumes, and the provider's counters (fioscope_mixin.instance_limit)
+# a host's busy provider volumes' summed per-scrape rate (label rate="iops" or "bytes"), where it has min_volumes of them
+HOST_VOLUMES_RATE_IRATE = "fioscope:host_volumes_rate:irate"
+HOST_VOLUMES_HELD_SUM = "fioscope:host_volumes_held_sum"  # its mean over the window, where the sum held (label rate)
+# how far a volume's own rate moved over share_window, a share of its host's held sum (label rate): the split moving
+DISK_VOLUME_SHARE_RANGE_RATIO = "fioscope:disk_volume_share_range_ratio"
+# 1 while the provider's time-over-limit counter grows (label limit="volume" or "instance"), 0 while not; absent: no counters
+DISK_PROVIDER_OVER_LIMIT = "fioscope:disk_provider_over_limit"
+ALERT_INSTANCE_DISK_LIMIT = "FioscopeInstanceDiskLimit"  # one per host
 CAUSE_ALERTS = (ALERT_DISK_CAUSE_STALL, ALERT_DISK_CAUSE_WRITEBACK_CLIFF, ALERT_DISK_CAUSE_PROVIDER_CAP,
                 ALERT_DISK_CAUSE_DEVICE_MAX, ALERT_DISK_CAUSE_NOISY_NEIGHBOUR, ALERT_DISK_CAUSE_WAIT_ABOVE_DISK)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from helpers.binaries import require
+from fioscope_testkit.binaries import require
 
 # every per-job series carries these (docs/contracts.md section 1)
 IDENTITY = ("target", "device", "hostname")

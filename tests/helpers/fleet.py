@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers.cli import run
-from helpers.net import free_port
+from fioscope_testkit.cli import run
+from fioscope_testkit.net import free_port
 
 
 def fleet_overrides(hosts_dir: Path, node_port: int, fioscope_port: int, extra: list[str] | None = None) -> list[str]:

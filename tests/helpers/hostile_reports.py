@@ -13,7 +13,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from helpers.paths import FIXTURES, IOSTAT
+from fioscope_testkit.paths import FIXTURES, IOSTAT
 
 PWNED = "PWNED"
 

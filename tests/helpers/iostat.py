@@ -17,10 +17,10 @@ from pathlib import Path
 
 from fioscope.jobs import load_job
 from fioscope_mixin.columns import CPU_MODES
+from fioscope_testkit.native_stack import NativeStack
+from fioscope_testkit.prometheus import PromClient
 
 from helpers.lab import e2e_overrides
-from helpers.native_stack import NativeStack
-from helpers.prometheus import PromClient
 from helpers.results import config_with_targets
 
 WINDOW = 40

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 import yaml
 from fioscope_mixin import columns
+from fioscope_testkit.binaries import require
+from fioscope_testkit.native_stack import NativeStack
+from fioscope_testkit.net import free_port
+from fioscope_testkit.prometheus import PromClient
 
-from helpers.binaries import require
-from helpers.native_stack import NativeStack
-from helpers.net import free_port
 from helpers.processes import Exporter, NodeExporter
-from helpers.prometheus import PromClient
 from helpers.results import config_with_targets
 
 # a lab stack lives minutes: the device's normal from 20 s averages, recomputed every 20 s (not every 3m: the first

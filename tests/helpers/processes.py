@@ -6,11 +6,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from helpers.binaries import first_installed
-from helpers.cli import fioscope_command
+from fioscope_testkit.binaries import first_installed
+from fioscope_testkit.cli import fioscope_command
+from fioscope_testkit.net import free_port, http_get, wait_for
+from fioscope_testkit.paths import checkout_env
+
 from helpers.exposition import parse_exposition
-from helpers.net import free_port, http_get, wait_for
-from helpers.paths import checkout_env
 
 
 class Exporter:

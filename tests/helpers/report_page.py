@@ -10,8 +10,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
-from helpers.paths import IOSTAT
+from fioscope_testkit.paths import IOSTAT
 
 
 def chromium() -> str:

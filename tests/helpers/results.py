@@ -8,8 +8,7 @@ import time
 from pathlib import Path
 
 import yaml
-
-from helpers.paths import REPO
+from fioscope_testkit.paths import REPO
 
 
 def settle(*paths):

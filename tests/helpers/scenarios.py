@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fioscope_mixin.units import parse_duration
+from fioscope_testkit.native_stack import NativeStack
+from fioscope_testkit.net import wait_for
+from fioscope_testkit.prometheus import PromClient
 
 from helpers.lab import (
     LEARN_FAST,
@@ -43,9 +46,6 @@ from helpers.lab import (
     webhook_receiver,
     with_schedule,
 )
-from helpers.native_stack import NativeStack
-from helpers.net import wait_for
-from helpers.prometheus import PromClient
 from helpers.results import config_with_targets
 
 # every stack: the default windows and `for:` durations, the device's normal learnt fast (LEARN_FAST), Alertmanager

@@ -148,3 +148,19 @@ def response_chart(name: str, title: str, series: list[tuple[str, Sequence[Point
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
     return Chart(name, title, fig)
+
+
+def count_axis(unit: str) -> FuncFormatter:
+    """Axis ticks for counts per second: 0, 350, 1.2k (never 50m)."""
+    def fmt(value: float, _pos: object) -> str:
+        if abs(value) >= 1e6:
+            return f"{value / 1e6:g}M"
+        if abs(value) >= 1e4:
+            return f"{value / 1e3:g}k"
+        return f"{value:g}"
+    return FuncFormatter(lambda v, p: f"{fmt(v, p)}{(' ' + unit) if unit and v == 0 else ''}")
+
+
+def latency_axis() -> FuncFormatter:
+    """Axis ticks for latency given in milliseconds (iostat's await)."""
+    return FuncFormatter(lambda v, _p: "0" if v == 0 else f"{v * 1000:g} µs" if v < 1 else f"{v:g} ms")

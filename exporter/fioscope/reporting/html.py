@@ -38,6 +38,7 @@ class Table:
     rows: list[list[str]]
     marked: set[tuple[int, int]] = field(default_factory=set)  # (row, column) cells to highlight
     failed: set[int] = field(default_factory=set)  # rows shown red (a load phase whose load failed)
+    kind: str = ""  # the table's class on the page ("phases": the phase table, laid out to fit the page's width)
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Numbers as a person reads them in a report, in the units ``fioscope run`` prints.
 
 Bytes are binary (KiB, MiB/s), latency in µs/ms/s, counts never carry a milli prefix
-("0.4 IO/s", not "400 mIO/s"). Charts use the matplotlib formatters below for the same units.
+("0.4 IO/s", not "400 mIO/s"). Charts use matplotlib formatters for the same units (``charts.count_axis``); nothing
+here imports matplotlib, so the judge (``diagnosis``) words its figures without it.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import math
 
 from fioscope_mixin.units import format_duration
-from matplotlib.ticker import FuncFormatter
 
 
 def count(value: float, unit: str = "") -> str:
@@ -62,19 +62,3 @@ def binary(value: float, unit: str = "B") -> str:
 
 def mib_per_s(bytes_per_second: float) -> str:
     return f"{bytes_per_second / 2**20:.1f} MiB/s"
-
-
-def count_axis(unit: str) -> FuncFormatter:
-    """Axis ticks for counts per second: 0, 350, 1.2k (never 50m)."""
-    def fmt(value: float, _pos: object) -> str:
-        if abs(value) >= 1e6:
-            return f"{value / 1e6:g}M"
-        if abs(value) >= 1e4:
-            return f"{value / 1e3:g}k"
-        return f"{value:g}"
-    return FuncFormatter(lambda v, p: f"{fmt(v, p)}{(' ' + unit) if unit and v == 0 else ''}")
-
-
-def latency_axis() -> FuncFormatter:
-    """Axis ticks for latency given in milliseconds (iostat's await)."""
-    return FuncFormatter(lambda v, _p: "0" if v == 0 else f"{v * 1000:g} µs" if v < 1 else f"{v:g} ms")

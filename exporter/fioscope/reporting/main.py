@@ -34,11 +34,13 @@ def run_report(args, thresholds: Thresholds) -> Path:
 
         report = offline_diagnosis(args.iostat, args.results, args.device, thresholds)
     elif args.prometheus_url:
-        from .diagnosis import diagnose, live_input
-        from .prometheus import Prometheus, window
+        from .diagnosis import diagnose
+        from .diagnosis_page import diagnosis_report
+        from .live import live_input
+        from .prometheus_api import Prometheus, window
 
         start, end = window(args.start, args.end, args.last)
-        report = diagnose(live_input(Prometheus(args.prometheus_url), start, end, args.host, args.device, thresholds))
+        report = diagnosis_report(diagnose(live_input(Prometheus(args.prometheus_url), start, end, args.host, args.device, thresholds)))
     elif args.results:
         from .performance import performance_report
 

@@ -1,4 +1,4 @@
-"""Run windows, the idle and load phases they cut a device's timeline into, and the headline.
+"""Run windows, the idle and load phases they cut a device's timeline into, and the evidence under the headline.
 
 The support engineer's method compares idle with load: a device's timeline is cut at the
 windows of the fio runs that loaded it (each run exactly as it ran, from its start and end),
@@ -10,13 +10,16 @@ than one interval lies inside it), and for an idle phase only where its interval
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+
+from fioscope_mixin.columns import CHARTS, DISK, Counter, charted, reported, tracked
 
 from . import humanize
 from .timeline import CpuTimeline, Timeline, ratio
+from .wording import THROTTLED, cap, hhmmss, spans_text
 
 # an idle phase is clean below these (background noise of a quiet system)
 IDLE_IOPS = 50.0
@@ -164,15 +167,11 @@ def throttled_spans(firing_windows: list[tuple[float, float]], device_phases: li
     return sorted(out)
 
 
-def hhmmss(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%H:%M:%S")
-
-
-def headline(timeline: Timeline, device_phases: list[Phase], throttled: list[tuple[float, float]]) -> tuple[bool | None, str]:
-    """One sentence a person reads first: (ok, text); ok None where there is no data. ``throttled``: ``throttled_spans``."""
-    name = timeline.device
+def evidence(timeline: Timeline, device_phases: list[Phase], throttled: list[tuple[float, float]]) -> tuple[bool | None, str]:
+    """What the headline's sentence (``wording.headline``) stands on: (ok, text), each load in words and the idle periods;
+    ok None where there is no data. ``throttled``: ``throttled_spans``."""
     if not any(timeline.series.values()):
-        return None, f"{name}: no data"
+        return None, "no data"
     idle = [p for p in device_phases if p.kind == "idle"]
     loads = [p for p in device_phases if p.kind == "load"]
     if idle:
@@ -187,20 +186,13 @@ def headline(timeline: Timeline, device_phases: list[Phase], throttled: list[tup
     if throttled:
         if not any(_inside(p, throttled) for p in loads):  # throttled outside fio's loads: the customer's own workload
             clauses.append(_cap_clause(timeline, throttled))
-        return False, f"{name} was throttled {_spans_text(throttled)} UTC: " + "; ".join(clauses) + f"; {idle_text}"
+        return False, f"{THROTTLED.capitalize()} {spans_text(throttled)} UTC: " + "; ".join(clauses) + f"; {idle_text}"
     if clauses:
-        return True, f"{name}: not throttled; " + "; ".join(clauses) + f"; {idle_text}"
+        return True, "; ".join(clauses) + f"; {idle_text}"
     iops = [v for _, v in timeline.iops()]
     util = [v for _, v in timeline.values("util")]
-    return True, (f"{name}: no fio run on it; {humanize.count(_mean(iops))} IO/s and util {_mean(util):.0f} % on average "
-                  f"(peak {humanize.count(max(iops, default=0))} IO/s); not throttled")
-
-
-def _spans_text(spans: list[tuple[float, float]]) -> str:
-    """The spans in words, "from 14:46:01 to 14:47:16 and ..."; a span within one second (an alert that began as its
-    load ended, counted for that load) reads "at 14:47:16"."""
-    return " and ".join(f"at {hhmmss(a)}" if hhmmss(a) == hhmmss(b) else f"from {hhmmss(a)} to {hhmmss(b)}"
-                        for a, b in spans[:3]) + (" and later" if len(spans) > 3 else "")
+    return True, (f"No fio run on it; {humanize.count(_mean(iops))} IO/s and util {_mean(util):.0f} % on average "
+                  f"(peak {humanize.count(max(iops, default=0))} IO/s)")
 
 
 def _inside(phase: Phase, spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -216,8 +208,7 @@ def _cap_clause(timeline: Timeline, spans: list[tuple[float, float]]) -> str:
     r, w = median_in(timeline, "r/s", spans), median_in(timeline, "w/s", spans)
     waits = " and ".join(f"{c} {humanize.latency(median_in(timeline, c, spans) / 1000)}" for c, rate in (("r_await", r), ("w_await", w))
                          if rate >= 1) or "no await"
-    cap = " + ".join(f"~{humanize.approx(v)} {what}/s" for v, what in ((r, "reads"), (w, "writes")) if v >= 1) or "~0 IO/s"
-    return f"it stayed at ~{humanize.approx(r + w)} IOPS with {waits} — a cap at {cap}"
+    return f"it stayed at ~{humanize.approx(r + w)} IOPS with {waits} — a cap at {cap(r, w)}"
 
 
 def _load_clause(timeline: Timeline, phase: Phase, first: Phase, throttled: list[tuple[float, float]], when: bool = False) -> str:
@@ -228,7 +219,7 @@ def _load_clause(timeline: Timeline, phase: Phase, first: Phase, throttled: list
         asked += f" ({phase.demand / first.demand:.2g}× the first load's demand)"
     spans = _inside(phase, throttled)
     if spans:
-        return f"{asked}: {_cap_clause(timeline, spans)}" + (f", {_spans_text(spans)}" if when else "")
+        return f"{asked}: {_cap_clause(timeline, spans)}" + (f", {spans_text(spans)}" if when else "")
     iops, r, w = s["iops"], s["r/s"], s["w/s"]
     wait = (s["r_await"] * r + s["w_await"] * w) / (r + w) if r + w > 0 else float("nan")
     did = ("met it" if phase.demand and iops >= 0.9 * phase.demand
@@ -236,23 +227,54 @@ def _load_clause(timeline: Timeline, phase: Phase, first: Phase, throttled: list
     return f"{asked}: {did}" + (f" at ~{humanize.count(iops)} IOPS" if did == "met it" else "") + f", await {humanize.latency(wait / 1000)}"
 
 
-PHASE_COLUMNS = ["phase", "from–to (UTC)", "IOPS (peak)", "r/s", "w/s", "MiB/s", "r_await", "w_await", "util", "aqu-sz",
-                 "rrqm/s", "wrqm/s", "rareq-sz", "wareq-sz", *CPU_STATS]
+def table_only(table: tuple[Counter, ...] = DISK) -> tuple[str, ...]:
+    """The columns the phase table shows that no chart draws (the merges): the column table's ``phase`` ones."""
+    return tuple(c for c in tracked(table) if c not in reported(table))
+
+
+# a phase's mean of a drawn column, by the unit the column table gives it
+FIGURE: dict[str, Callable[[float], str]] = {"IO/s": humanize.count, "ms": lambda v: humanize.latency(v / 1000),
+                                             "%": lambda v: f"{v:.0f} %", "requests": lambda v: f"{v:.1f}"}
+
+
+def drawn(table: tuple[Counter, ...] = DISK) -> list[tuple[str, tuple[str, ...]]]:
+    """The phase table's figures of the drawn columns, chart by chart (the page's order): (heading, the columns it sums).
+    A throughput chart's columns (kB/s) read as one MiB/s figure, read + write; every other column is its own."""
+    units = {c.column: c.unit for c in table}
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for chart in CHARTS:
+        columns = charted(chart, table)
+        if columns and all(units[c] == "kB/s" for c in columns):
+            out.append(("MiB/s", columns))
+        else:
+            out += [(c, (c,)) for c in columns]
+    return out
+
+
+def phase_columns(table: tuple[Counter, ...] = DISK) -> list[str]:
+    """The phase table's header (the column table's: ``drawn``, then its undrawn ``phase`` columns), request sizes, CPU."""
+    return ["phase", "from–to (UTC)", "IOPS (peak)", *(heading for heading, _ in drawn(table)), *table_only(table),
+            *REQUEST_SIZES, *CPU_STATS]
+
+
+PHASE_COLUMNS = phase_columns()
 
 
 def _figure(value: float, text) -> str:
     return "–" if math.isnan(value) else text(value)
 
 
-def phase_rows(device_phases: list[Phase]) -> list[list[str]]:
+def phase_rows(device_phases: list[Phase], table: tuple[Counter, ...] = DISK) -> list[list[str]]:
+    """One row per phase, the cells in ``phase_columns``' order."""
+    units = {c.column: c.unit for c in table}
+    figures = drawn(table)
     rows = []
     for p in device_phases:
         s = p.stats
         rows.append([p.label, f"{hhmmss(p.start)}–{hhmmss(p.end)}", f"{humanize.count(s['iops'])} ({humanize.count(s['peak-iops'])})",
-                     humanize.count(s["r/s"]), humanize.count(s["w/s"]), f"{(s['rkB/s'] + s['wkB/s']) / 1024:.1f}",
-                     humanize.latency(s["r_await"] / 1000), humanize.latency(s["w_await"] / 1000), f"{s['util']:.0f} %",
-                     f"{s['aqu-sz']:.1f}",
-                     *(_figure(s.get(c, math.nan), humanize.count) for c in ("rrqm/s", "wrqm/s")),
+                     *(f"{sum(s[c] for c in columns) / 1024:.1f}" if heading == "MiB/s" else FIGURE[units[columns[0]]](s[columns[0]])
+                       for heading, columns in figures),
+                     *(_figure(s.get(c, math.nan), humanize.count) for c in table_only(table)),
                      *(_figure(s[c], lambda v: f"{v:.1f} kB") for c in REQUEST_SIZES),
                      *(_figure(s[c], lambda v: f"{v:.1f} %") for c in CPU_STATS)])
     return rows

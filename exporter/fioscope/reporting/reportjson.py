@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from .phases import Phase, RunWindow
@@ -47,17 +48,19 @@ def report_json(report: Any) -> str:
     return json.dumps(_finite(doc), indent=1, allow_nan=False) + "\n"
 
 
-def idle_device(device: str, host: str, has_data: bool, cause: dict | None, cause_episodes: list[dict]) -> dict:
+def idle_device(device: str, host: str, has_data: bool, cause: dict | None, cause_episodes: list[dict],
+                columns: Sequence[str] = COLUMNS) -> dict:
     """A device shown as idle in one line: no chart, empty series; its slow episodes' cause all the same."""
     return {"device": device, "host": host, "verdict": f"{device}: {'idle' if has_data else 'no data'}",
-            "ok": True if has_data else None, "idle": True, "charted": False, "series": {c: [] for c in COLUMNS},
+            "ok": True if has_data else None, "idle": True, "charted": False, "series": {c: [] for c in columns},
             "cause": cause, "cause_episodes": cause_episodes}
 
 
 def charted_device(timeline: Timeline, shown: Timeline, verdict: str, ok: bool | None, load_failed: str | None,
-                   phases: list[Phase], throttled: list[tuple[float, float]], cause: dict | None, cause_episodes: list[dict]) -> dict:
+                   phases: list[Phase], throttled: list[tuple[float, float]], cause: dict | None, cause_episodes: list[dict],
+                   columns: Sequence[str] = COLUMNS) -> dict:
     """A charted device: its headline, the windows its throttling alert held, the cause of its slow episodes, its phases,
-    and ``shown``'s points (exactly those drawn)."""
+    and ``shown``'s points (exactly those drawn) of ``columns`` (the column table's drawn ones)."""
     return {"device": timeline.device, "host": timeline.host, "verdict": verdict, "ok": ok, "idle": False, "charted": True,
             "load_failed": load_failed,
             "throttled": [[a, b] for a, b in throttled],  # the headline's windows: when the throttling alert held
@@ -65,7 +68,7 @@ def charted_device(timeline: Timeline, shown: Timeline, verdict: str, ok: bool |
             "downsampled": shown.downsampled, "interval": timeline.interval,
             "phases": [{"kind": p.kind, "label": p.label, "start": p.start, "end": p.end, "failed": p.failed or None,
                         **{k: (None if math.isnan(v) else v) for k, v in p.stats.items()}} for p in phases],
-            "series": {c: [[t, v] for t, v in shown.values(c)] for c in COLUMNS}}
+            "series": {c: [[t, v] for t, v in shown.values(c)] for c in columns}}
 
 
 def diagnosis(start: float, end: float, runs: list[RunWindow], devices: list[dict], alerts: list[dict]) -> dict:

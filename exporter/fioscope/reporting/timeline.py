@@ -16,13 +16,13 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 
-from fioscope_mixin.columns import BY_COLUMN, CPU_MODES, IOSTAT_JSON_DISK, MERGED_SHARE, REQUEST_SIZE
+from fioscope_mixin.columns import BY_COLUMN, CPU_MODES, IOSTAT_JSON_DISK, MERGED_SHARE, REQUEST_SIZE, reported, tracked
 
-# the iostat columns the reports draw, as iostat prints them (report.json uses exactly these names and units);
-# their counters, kernel fields and node_exporter series: fioscope_mixin.columns
-COLUMNS = ("r/s", "w/s", "rkB/s", "wkB/s", "r_await", "w_await", "aqu-sz", "util")
+# the iostat columns the reports draw, as iostat prints them (report.json uses exactly these names and units): the
+# column table's (fioscope_mixin.columns: each column's counter, kernel field, node_exporter series, place, chart, unit)
+COLUMNS = reported()
 # a timeline carries these too: the phase table's merges (request sizes follow from rkB/s and r/s per phase)
-TRACKED = (*COLUMNS, "rrqm/s", "wrqm/s")
+TRACKED = tracked()
 # the counters behind TRACKED (what a live diagnosis asks node_exporter for)
 TRACKED_COUNTERS = tuple(dict.fromkeys(n for c in TRACKED for n in (BY_COLUMN[c].counter, BY_COLUMN[c].per) if n))
 MAX_POINTS = 1500  # per series; beyond it min/max buckets
@@ -166,24 +166,30 @@ def downsample(points: Points, max_points: int = MAX_POINTS) -> Points:
     return out
 
 
+def too_long(timeline: Timeline, max_points: int = MAX_POINTS) -> bool:
+    """Whether ``limit`` downsamples it."""
+    return any(len(p) > max_points for p in timeline.series.values())
+
+
 def limit(timeline: Timeline, max_points: int = MAX_POINTS) -> Timeline:
     """The timeline as drawn: downsampled (min/max per bucket) where it is longer than ``max_points``."""
-    long = any(len(p) > max_points for p in timeline.series.values())
-    if not long:
+    if not too_long(timeline, max_points):
         return timeline
     return Timeline(timeline.host, timeline.device, {c: downsample(p, max_points) for c, p in timeline.series.items()},
                     timeline.interval, downsampled=True)
 
 
-def from_iostat_samples(host: str, samples: Iterable[tuple[float, dict[str, dict[str, float]]]]) -> list[Timeline]:
-    """iostat's own figures, sample by sample: ``samples`` is [(t, {device: {column: value}})]."""
+def from_iostat_samples(host: str, samples: Iterable[tuple[float, dict[str, dict[str, float]]]],
+                        wanted: Sequence[str] = TRACKED) -> list[Timeline]:
+    """iostat's own figures, sample by sample: ``samples`` is [(t, {device: {column: value}})]; ``wanted``: the column
+    table's tracked ones."""
     by_device: dict[str, Timeline] = {}
     times = []
     for t, disks in samples:
         times.append(t)
         for device, columns in disks.items():
-            timeline = by_device.setdefault(device, Timeline(host, device, {c: [] for c in TRACKED}))
-            for column in TRACKED:
+            timeline = by_device.setdefault(device, Timeline(host, device, {c: [] for c in wanted}))
+            for column in wanted:
                 if column in columns:
                     timeline.series[column].append((t, float(columns[column])))
     gap = _median_gap(times)

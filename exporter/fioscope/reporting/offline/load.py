@@ -22,7 +22,7 @@ from fioscope_mixin.columns import CPU_MODES
 
 from ...resultfile import MAX_LABEL_CHARS, printable
 from .. import ReportError
-from ..capture import parse_cpu, parse_diskstats
+from ..iostat_json import parse_cpu, parse_diskstats
 from ..phases import RunWindow
 from ..results import read_runs
 from ..timeline import DiskCounters, iostat_row
@@ -48,7 +48,7 @@ MAX_KERNEL_ROWS = 2_000_000  # (sample x device) rows of a bundle's counters; be
 GAP_FACTOR, GAP_MIN = 10.0, 300.0  # an interval this much longer than the one before is a gap, not a long interval
 MAX_UTIL = 110.0  # %util: sysstat caps it at 100; older kernels overshoot a little
 MAX_RATE = 1e12  # no disk completes, merges or moves this much per second (kB, IO, ms)
-REQUIRED = ("r/s", "w/s", "r_await", "w_await", "aqu-sz", "util")
+REQUIRED = columns.required()  # the column table's (fioscope_mixin.columns)
 USED = sorted({c for c, _ in DISK_COUNTERS.values()} | {c for pair in DISK_TIME_COUNTERS.values() for c in pair})
 MAX_SPANS = 100  # separate stretches of data (a gap starts a new one)
 # a bundle's samples/*.jsonl: what a line may add (the series: fio's directions, jobs and their names' length)

@@ -1,5 +1,5 @@
-"""The offline diagnosis in one pass: load, counters, backfill, rules evaluated, one ``DiagnosisInput``, the pure
-``diagnose``.
+"""The offline diagnosis in one pass: load, counters, backfill, rules evaluated, one ``DiagnosisInput`` (``offline_input``);
+``offline_diagnosis`` hands it to the pure ``diagnose`` and renders the page.
 """
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ from pathlib import Path
 
 from fioscope_mixin.columns import CPU_MODES
 
-from ...thresholds import Thresholds, shipped
-from ..cause import cause_findings
-from ..diagnosis import DiagnosisInput, cause_settings, device_names, diagnose, fio_figures
+from ...thresholds import Thresholds
+from ..cause_episodes import cause_findings
+from ..diagnosis import DiagnosisInput, diagnose
+from ..diagnosis_page import diagnosis_report
 from ..html import Report
-from ..prometheus import Prometheus
+from ..live import cause_settings, device_names, fio_figures
+from ..prometheus_api import Prometheus
 from ..timeline import CpuTimeline, from_iostat_samples
 from .counters import Family, counter_points, fio_rate_series, fio_series, merged
 from .load import (
@@ -30,24 +32,22 @@ from .load import (
     load_fio_runs,
     load_iostat,
 )
-from .rules import evaluate_alerts, evaluate_recording_over, evaluation_grid, load_rules, on_grid, rule_levels
+from .rules import Rules, evaluate_alerts, evaluate_recording_over, evaluation_grid, generate_rules, on_grid, rule_levels
 from .tsdb import TemporaryPrometheus, backfill, write_openmetrics
 
 
 @contextlib.contextmanager
-def backfilled(captures: list[IostatCapture], runs: list[FioRun], work: Path, extra: Family | None = None,
-               thresholds: Thresholds | None = None, kernel: dict[str, KernelSamples] | None = None) -> Iterator[TemporaryPrometheus]:
+def backfilled(captures: list[IostatCapture], runs: list[FioRun], work: Path, rules: Rules, extra: Family | None = None,
+               kernel: dict[str, KernelSamples] | None = None) -> Iterator[TemporaryPrometheus]:
     """A temporary Prometheus serving the captures as node_exporter counters, the fio runs, ``extra``
-    series, and the recording rules' output on the evaluation grid (``server.grid``); ``thresholds``: the command's settings
-    (default the shipped ones); ``kernel``: iostat file -> its host's kernel counters where a capture has them (``counter_points``)."""
-    thresholds = thresholds or shipped()
+    series, and the recording rules' output on the evaluation grid (``server.grid``); ``rules``: generated from the command's
+    settings (``generate_rules``); ``kernel``: iostat file -> its host's kernel counters where a capture has them (``counter_points``)."""
     check_bounds(captures)
     end = max(c.samples[-1].timestamp for c in captures)
     hosts = sorted({c.host for c in captures})
     devices = len({(c.host, d) for c in captures for s in c.samples for d in s.disks}) + len(hosts)
     spans = coverage(captures)
-    grid = evaluation_grid(spans, devices, thresholds.evaluation_interval)
-    recording = load_rules("recording.rules.yaml", thresholds)
+    grid = evaluation_grid(spans, devices, rules.thresholds.evaluation_interval)
     work.mkdir(parents=True, exist_ok=True)
     data, om = work / "data", work / "series.om"
     fine = min(5.0, grid.step / 3)  # fio runs: when one starts and ends, finer than the grid
@@ -61,9 +61,9 @@ def backfilled(captures: list[IostatCapture], runs: list[FioRun], work: Path, ex
     try:
         server.start()
         prom = Prometheus(server.url, flag="temporary Prometheus")
-        for i, rules in enumerate(rule_levels(recording)):
+        for i, level in enumerate(rule_levels(rules.recording)):
             recorded = work / f"level{i}.om"
-            write_openmetrics(recorded, (evaluate_recording_over(prom, rule, spans, grid) for rule in rules))
+            write_openmetrics(recorded, (evaluate_recording_over(prom, rule, spans, grid) for rule in level))
             blocks = work / f"blocks{i}"
             backfill(recorded, blocks, f"backfilling recording rules (level {i})")
             recorded.unlink()
@@ -83,18 +83,25 @@ def _range(a: float, b: float, step: float) -> Iterator[float]:
         t += step
 
 
-def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] | None, thresholds: Thresholds | None = None,
+def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] | None, thresholds: Thresholds,
                       title: str = "", lead: list[str] | None = None,
                       failed_loads: list[tuple[float, float, str, str]] | None = None,
                       kernel: dict[str, KernelSamples] | None = None) -> Report:
-    """The diagnosis of iostat files (+ fio results): ``title`` and ``lead`` (summary lines first) where a caller has its
+    """The diagnosis of iostat files (+ fio results) as a page (``offline_input``, ``diagnose``, ``diagnosis_report``)."""
+    return diagnosis_report(diagnose(offline_input(paths, results, devices, thresholds, title, lead, failed_loads, kernel)))
+
+
+def offline_input(paths: list[str], results: str | None, devices: list[str] | None, thresholds: Thresholds,
+                  title: str = "", lead: list[str] | None = None,
+                  failed_loads: list[tuple[float, float, str, str]] | None = None,
+                  kernel: dict[str, KernelSamples] | None = None) -> DiagnosisInput:
+    """What the diagnosis of iostat files (+ fio results) judges: ``title`` and ``lead`` (summary lines first) where a caller has its
     own (``fioscope capture``), so the report is whole when it is made. ``failed_loads``: (start, end, reason, device)
     of loads that failed (capture's phases); a run within one counts as failed, and the device's verdict is inconclusive.
     ``kernel``: iostat file -> the counters a capture of its one host read (``fioscope capture`` hands its samples over:
     the rules read them as counted, not rebuilt from iostat.json's rates); without it, a capture bundle's own
     (``bundle_counters``). A bundle's fio status reports (``bundle_fio_rates``) give fio's live write rate, as the exporter
     does: what the write-back cliff reads."""
-    thresholds = thresholds or shipped()
     captures = [c for p in paths for c in load_iostat(p, devices)]
     check_bounds(captures)
     kernel = kernel if kernel is not None else bundle_counters(paths, captures)
@@ -104,10 +111,10 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
     for run in runs:
         run.failed = run.failed or next((why for a, b, why, _ in failed_loads or [] if a - 1 <= run.start and run.end <= b + 1), "")
     hosts = sorted({c.host for c in captures})
-    alerting = load_rules("alerts.rules.yaml", thresholds)
+    rules = generate_rules(thresholds)  # once: the recording rules backfilled, the alerts evaluated, their summaries
     with tempfile.TemporaryDirectory(prefix="fioscope-report-") as tmp, \
-            backfilled(captures, runs, Path(tmp), fio_rate_series(bundle_fio_rates(paths, captures), hosts[0]),
-                       thresholds=thresholds, kernel=kernel) as server:
+            backfilled(captures, runs, Path(tmp), rules, fio_rate_series(bundle_fio_rates(paths, captures), hosts[0]),
+                       kernel=kernel) as server:
         prom = Prometheus(server.url, flag="temporary Prometheus")
         declared = {r.device: ", ".join(f"{k} {v}" for k, v in r.limits.items() if v) for r in runs if r.device and r.limits}
         source = ", ".join(paths) + (f" + fio results {results}" if results else "")
@@ -116,10 +123,10 @@ def offline_diagnosis(paths: list[str], results: str | None, devices: list[str] 
         step = server.grid.step
         offline = (f"Offline: {sum(len(c.samples) for c in captures)} iostat samples from host(s) {', '.join(hosts)}; "
                    "verdicts by fioscope's alert rules evaluated over them in a temporary Prometheus.")
-        inp = DiagnosisInput(start, end, step, timelines, cpus, [r.window(hosts[0]) for r in runs],
-                             evaluate_alerts(prom, alerting, start, end, step), device_names(prom, end, ""), declared,
-                             fio_figures(prom, start, end, ""), thresholds, None, devices, resolution="every iostat sample",
-                             title=title or f"Disk diagnosis — offline from {source}", lead=[*(lead or []), offline],
-                             notes=input_notes(captures), failed_loads=list(failed_loads or []),
-                             causes=cause_findings(prom, start, end, step, "", "", *cause_settings(thresholds)))
-    return diagnose(inp)
+        return DiagnosisInput(start=start, end=end, step=step, timelines=timelines, cpus=cpus,
+                              runs=[r.window(hosts[0]) for r in runs], fired=evaluate_alerts(prom, rules.alerting, start, end, step),
+                              names=device_names(prom, end, ""), declared=declared, fio=fio_figures(prom, start, end, ""),
+                              thresholds=thresholds, summaries=rules.summaries, devices=devices, resolution="every iostat sample",
+                              title=title or f"Disk diagnosis — offline from {source}", lead=[*(lead or []), offline],
+                              notes=input_notes(captures), failed_loads=list(failed_loads or []),
+                              causes=cause_findings(prom, start, end, step, "", "", *cause_settings(thresholds)))

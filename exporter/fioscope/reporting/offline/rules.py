@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from fioscope_mixin.prometheus import rule_groups
 from fioscope_mixin.settings import SettingsError
@@ -14,8 +15,8 @@ from fioscope_mixin.units import UnitError, parse_duration
 
 from ...thresholds import Thresholds
 from .. import ReportError
-from ..diagnosis import Firing, spans
-from ..prometheus import Prometheus
+from ..diagnosis import Firing, rule_summaries
+from ..prometheus_api import Prometheus, spans
 from .counters import MIN_GRID_STEP, Family, Grid, _labels
 
 RULE_BUDGET = 80_000  # samples one recording rule may produce over the captures (all its series)
@@ -74,15 +75,28 @@ def evaluate_recording(prom: Prometheus, rule: dict, start: float, end: float,
     return {rule["record"]: out}
 
 
-def load_rules(name: str, thresholds: Thresholds) -> list[dict]:
-    """The groups of alerts/<name> as the mixin generates them from the command's settings; every alert's ``for:`` checked up front."""
+@dataclass
+class Rules:
+    """The rule files as the mixin generates them from the command's settings, generated once per report: the recording
+    rules backfilled, the alert rules evaluated, and each alert's summary the page shows."""
+
+    thresholds: Thresholds
+    recording: list[dict]
+    alerting: list[dict]
+    summaries: dict[str, str]
+
+
+def generate_rules(thresholds: Thresholds) -> Rules:
+    """Every rule file from the command's settings, once; every alert's ``for:`` checked up front."""
     try:
-        groups = rule_groups(thresholds.settings)[f"alerts/{name}"]
+        files = rule_groups(thresholds.settings)
     except SettingsError as exc:
         raise ReportError(f"cannot generate the rules: {exc}") from None
-    for rule in (r for g in groups for r in g.get("rules", []) if "alert" in r):
-        rule_hold(rule, f"alerts/{name}")
-    return groups
+    recording, alerting = files["alerts/recording.rules.yaml"], files["alerts/alerts.rules.yaml"]
+    for name, groups in (("recording.rules.yaml", recording), ("alerts.rules.yaml", alerting)):
+        for rule in (r for g in groups for r in g.get("rules", []) if "alert" in r):
+            rule_hold(rule, f"alerts/{name}")
+    return Rules(thresholds, recording, alerting, rule_summaries(alerting))
 
 
 def rule_hold(rule: dict, source: str = "the alert rules") -> float:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import yaml
 
-from helpers.binaries import first_installed
-from helpers.native_stack import write_stack_files
-from helpers.net import free_port, free_port_block, wait_for
+from fioscope_testkit.binaries import first_installed
+from fioscope_testkit.native_stack import write_stack_files
+from fioscope_testkit.net import free_port, free_port_block, wait_for
 
 
 class PromClient:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.paths import REPO
+from fioscope_testkit.paths import REPO
 
 
 def require(binary: str) -> str:
@@ -85,7 +85,7 @@ def built(binary: Path, tool: str) -> bool:
     current = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
     if current in _NEEDED and tool not in _NEEDED[current]:
         pytest.fail(f"{current} needs {binary}: mark it @pytest.mark.needs_tool({tool!r}) (make test builds it behind "
-                    "the tests, tests/helpers/binaries.py)")
+                    "the tests, testkit/fioscope_testkit/binaries.py)")
     return wait_for_build(binary)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from helpers.paths import REPO
+from fioscope_testkit.paths import REPO
 
 
 def dashboard_queries() -> list[tuple[str, str, str, bool]]:

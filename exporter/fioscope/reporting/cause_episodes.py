@@ -18,8 +18,8 @@ from fioscope_mixin.cause import CAUSES
 from fioscope_mixin.columns import IN_FLIGHT_SERIES
 
 from . import humanize
-from .prometheus import Prometheus, Series, spans
-from .prometheus import where_device as _key
+from .prometheus_api import Prometheus, Series, spans
+from .prometheus_api import where_device as _key
 
 # the mixin's words, made to follow "slow because of" where they do not already
 LABELS = {**dict(CAUSES), "stall": "a stall (requests in flight, almost none completing)",
@@ -61,7 +61,8 @@ class CauseEpisode:
             # what waited: fio's completions, far above the device's answer
             text = f"fio's median completion latency {humanize.latency(clat)} against the device's {text}"
         if normal := f.get("normal_await_seconds"):
-            text += f", {f.get('await_seconds', 0.0) / normal:.1f}x its normal of {humanize.latency(normal)}"
+            # two significant digits, as a chart reads ("870x", not "873.5x")
+            text += f", {humanize.approx(f.get('await_seconds', 0.0) / normal)}x its normal of {humanize.latency(normal)}"
         if "iops" in f:
             text += f", at {humanize.count(f['iops'], 'IO/s')}"
             if f.get("normal_iops"):

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers.paths import checkout_env
+from fioscope_testkit.paths import checkout_env
 
 
 def run(argv, timeout: float = 300, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:

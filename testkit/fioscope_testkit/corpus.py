@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from helpers.paths import FIO_OUTPUTS
+from fioscope_testkit.paths import FIO_OUTPUTS
 
 SEED = 20261122
 BASES = ["randrw.json", "etcd.json+", "lat_percentiles.json+", "mixed_both.json", "numjobs2.json", "clientserver.json"]

@@ -12,8 +12,8 @@ IOSTAT = FIXTURES / "iostat"  # iostat -x -o JSON captures of lab disks, with th
 
 
 def checkout_env() -> dict[str, str]:
-    """os.environ with this checkout's exporter and mixin first on PYTHONPATH: a subprocess runs the code under test,
-    not whatever copy of the package is installed."""
-    own = [str(REPO / "exporter"), str(REPO / "mixin")]
+    """os.environ with this checkout's exporter, mixin and testkit first on PYTHONPATH: a subprocess runs the code under
+    test, not whatever copy of the package is installed."""
+    own = [str(REPO / "exporter"), str(REPO / "mixin"), str(REPO / "testkit")]
     inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in own]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(own + inherited)}
