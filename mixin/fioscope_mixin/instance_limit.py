@@ -113,7 +113,7 @@ CONDITION = (_volumes(n.DISK_BUSY_IOPS_IRATE) + f"\nand on {BY_HOST} (count by {
 
 # a volume whose own rate moves twice as far as its host's held sum: a share of a limit, not a cap of its own (while the
 # cause's test waits for the share to move share_move_ratio of the sum)
-SHARE_OF_LIMIT = f"unless {ON} {SHARE}"
+SHARE_OF_LIMIT = f"unless {ON} ({MOVED})"
 
 
 def cause(slow: str, condition: str) -> str:
