@@ -9,7 +9,11 @@ evidence. Real fio, node_exporter (with its pressure collector where the kernel 
 project's rules at their default windows (alerts/config.yaml overrides set the intervals). Run with -s for figures.
 The victim's load is a `fioscope capture` (its plan: the victim's paced job), so the same episode is also read where
 a person reads it: the Disk under load dashboard's cause row (its panel query, as Grafana asks it) and the capture's
-offline report (report.json and the rendered report.html, from the capture's own samples and the same rules).
+offline report (report.json and the rendered report.html, from the capture's own samples and the same rules). The
+neighbour is declared local hardware: another tenant's volume, none of this machine's.
+
+The machine's own limit: the same two disks on one backing device under one cap, both this machine's volumes (each with
+a looser cap of its own), both loads bursty: the machine's limit named on both, one page for the host, none per volume.
 
 A wait above the disk, a write-back cliff and a provider's cap run side by side under one more stack (see below the
 noisy neighbour), each load a `fioscope capture` the stack scrapes live: each named within 2 minutes of its onset, absent before it,
@@ -175,7 +179,10 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
               f"shared cap {shared_cap}")
         config = config_with_targets(tmp_path / "fioscope.yaml", [{"name": "victim", "directory": victim.mountpoint},
                                                                  {"name": "neighbour", "directory": neighbour.mountpoint}])
-        stack = stack_of.enter_context(started(NativeStack(tmp_path / "stack", e2e_overrides(rate_window="1m", extra=SETTINGS,
+        # the neighbour is another tenant's volume on the backend, not one of this machine's: declared local hardware, it
+        # is no volume of the host's (two of the host's own volumes sharing one limit are the machine's limit, below)
+        elsewhere = f"thresholds.disk_cap_per_device.{neighbour.device_name}=physical"
+        stack = stack_of.enter_context(started(NativeStack(tmp_path / "stack", e2e_overrides(rate_window="1m", extra=[*SETTINGS, elsewhere],
                                                                                               scrape_interval=SCRAPE),
                                                            fioscope_config=config)))
         prom = PromClient(stack.url("prometheus"))
@@ -262,6 +269,124 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
         page = rendered(bundle, tmp_path)
         [headline] = page.of("headline", device=dev)
         assert f"slow because of {NEIGHBOUR_WORDS}" in headline["text"], headline["text"]
+
+
+
+# ---------------------------------------------------------------------------- the machine's own limit
+# Two lab disks of one host (the machine's two volumes), each under a cap of its own (the volume's: MACHINE_VOLUME_CAP,
+# looser than the machine's), and one cap over both (the machine's: MACHINE_CAP reads/s on the backing device both
+# backing files share, in the one cgroup both loads run in). Each volume's load jumps between queue depths at random, so
+# the split between them drifts while their sum holds at the machine's limit, and neither reaches its own cap for long:
+# the rules must name the machine's limit on both within 2 minutes, page once for the host (FioscopeInstanceDiskLimit)
+# and never per volume; the dashboard's cause row and a `fioscope capture`'s offline report (its samples of every disk,
+# the same rules) must say so too. Not beside the scenario lab: its capped disks would be more busy volumes of this host.
+MACHINE_CAP, MACHINE_VOLUME_CAP = 1200, 1000
+MACHINE_WORDS = dict(CAUSES)["instance_limit"]
+
+
+def cap_own_device(disk, cgroup: str, read_iops: int) -> None:
+    """The volume's own cap: ``read_iops`` on the lab disk's own device (its loop device), for the loads in ``cgroup``."""
+    majmin = Path(f"/sys/block/{disk.device_name}/dev").read_text().strip()
+    if disk.cgroup_version == 2:
+        Path(cgroup, "io.max").write_text(f"{majmin} riops={read_iops}")
+    else:
+        Path(cgroup, "blkio.throttle.read_iops_device").write_text(f"{majmin} {read_iops}")
+
+
+def host_alert(prom: PromClient, name: str) -> dict | None:
+    for a in prom._get("/api/v1/alerts")["alerts"]:
+        if a["labels"].get("alertname") == name and a["state"] == "firing":
+            return a
+    return None
+
+
+def test_machine_limit_shared_by_two_volumes(tmp_path: Path):
+    require_root_lab()
+    from fioscope import lab
+    from helpers.lab import LEARN_FAST
+
+    loads: list = []
+    with contextlib.ExitStack() as stack_of:
+        up = stack_of.enter_context(lab_disks(tmp_path / "lab"))
+        first = up("healthy", "vm-vol-a")
+        second = up("healthy", "vm-vol-b")
+        assert first.backing_device == second.backing_device, "both backing files must share one device"
+        volumes = {first.device_name: first, second.device_name: second}
+        light = {d: fio_job(tmp_path / f"light-{d}.fio", v.mountpoint,
+                            ["[light]\nrw=randread\nbs=4k\nsize=256m\niodepth=1\nrate_iops=50\nruntime=900\nfilename=m.dat"])
+                 for d, v in volumes.items()}
+        heavy = {d: fio_job(tmp_path / f"heavy-{d}.fio", v.mountpoint, bursty_neighbour(600, seed=seed))
+                 for (d, v), seed in zip(volumes.items(), (41, 43))}
+        for job in (*light.values(), *heavy.values()):
+            lay_out(job)
+        # the machine: one cgroup (the first disk's) holds both loads, the machine's cap on the shared backing device and
+        # each volume's own cap on its loop device
+        first.limits["read_iops"] = MACHINE_CAP
+        lab.write_limits(first)
+        for v in volumes.values():
+            cap_own_device(v, first.cgroup, MACHINE_VOLUME_CAP)
+        config = config_with_targets(tmp_path / "fioscope.yaml", [{"name": v.name, "directory": v.mountpoint} for v in volumes.values()])
+        stack = stack_of.enter_context(started(NativeStack(tmp_path / "stack", e2e_overrides(
+            rate_window="1m", extra=[*SETTINGS, *LEARN_FAST], scrape_interval=SCRAPE), fioscope_config=config)))
+        prom = PromClient(stack.url("prometheus"))
+        wait_for(lambda: all(prom.value(f'node_disk_reads_completed_total{{device="{d}"}}') is not None for d in volumes), 90,
+                 interval=1, what="node_exporter scraped")
+        plan, bundle = tmp_path / "plan.yaml", tmp_path / "bundle"
+        plan.write_text(yaml.safe_dump({"phases": [{"idle": "30m"}]}))
+        capture_log, capture = tmp_path / "capture.log", None
+        try:
+            # a capture recording every disk of the host (its one phase idle: the loads are the volumes' own)
+            with capture_log.open("w") as log:
+                capture = subprocess.Popen(fioscope_command("capture", "--target.dir", first.mountpoint, "--plan", plan,
+                                                            "--output", bundle, "--interval", "5s"),
+                                           stdout=log, stderr=subprocess.STDOUT, env=checkout_env())
+            loads.extend(fio_in_cgroup(first.cgroup, job) for job in light.values())
+            wait_for(lambda: all(prom.value(f'fioscope:disk_read_await_baseline_seconds{{device="{d}"}}') is not None
+                                 for d in volumes), 300, interval=5, what="each volume's normal read await")
+            time.sleep(30)
+            for proc in loads:
+                stop_fio(proc)
+            loads.clear()
+            assert not any(causes(prom, d) for d in volumes), {d: causes(prom, d) for d in volumes}
+            onset = time.time()
+            loads.extend(fio_in_cgroup(first.cgroup, job) for job in heavy.values())
+            seen: dict[str, dict[str, float]] = {d: {} for d in volumes}
+            fired = None
+            while time.time() - onset < WATCH and not (fired and time.time() - onset >= WATCH_AFTER_ALERT):
+                for d in volumes:
+                    for cause in causes(prom, d):
+                        seen[d].setdefault(cause, time.time() - onset)
+                fired = fired or host_alert(prom, "FioscopeInstanceDiskLimit")
+                time.sleep(5)
+            iops = {d: prom.value(f'fioscope:disk_iops{{device="{d}"}}') for d in volumes}
+            shown = {d: cause_row(prom, d, onset - 60, time.time()) for d in volumes}
+            paged_as_cap = {(series["metric"]["alertname"], series["metric"]["device"]) for series in prom.query_range(
+                f'ALERTS{{alertname=~"{"|".join(THROTTLING_ALERTS)}",alertstate="firing",device=~"{"|".join(volumes)}"}}',
+                onset, time.time(), 5)}
+        finally:
+            captured = stop_capture(capture) if capture else None
+            for proc in loads:
+                stop_fio(proc)
+    print(f"\n[machine's limit] {MACHINE_CAP} reads/s over {', '.join(volumes)} (each capped at {MACHINE_VOLUME_CAP}); "
+          f"IO/s at the end {iops}; causes named (s after onset): {seen}")
+    if fired:
+        print(f"[machine's limit] {fired['annotations']['summary']}: {fired['annotations']['description']}")
+    for d in volumes:
+        assert "instance_limit" in seen[d], f"{d}: the machine's limit not named in {WATCH} s (named: {seen})"
+        assert seen[d]["instance_limit"] <= NAMED_WITHIN + 15, f"{d}: named {seen[d]['instance_limit']:.0f} s after onset"
+        assert set(seen[d]) == {"instance_limit"}, f"{d}: other causes named: {seen}"
+    assert fired, "FioscopeInstanceDiskLimit did not fire"
+    assert all(d in fired["annotations"]["description"] for d in volumes), fired["annotations"]["description"]
+    assert not paged_as_cap, f"a volume was paged as throttled by its own cap: {sorted(paged_as_cap)}"
+    print(f"[machine's limit] the dashboard's cause row showed: {shown}")
+    assert all(rows == {"not slow", "the machine's limit"} for rows in shown.values()), shown
+    assert captured == 130 and (bundle / "report.json").is_file(), f"capture exited {captured}: {capture_log.read_text()[-2000:]}"
+    report = json.loads((bundle / "report.json").read_text())
+    for d in volumes:
+        [device] = [x for x in report["devices"] if x["device"] == d]
+        print(f"[machine's limit] the capture's report: {device['verdict']}")
+        assert device["cause"] and device["cause"]["key"] == "instance_limit", device["verdict"]
+        assert f"slow because of {MACHINE_WORDS}" in device["verdict"], device["verdict"]
 
 
 # ---------------------------------------------------------------------------- a wait above the disk and a write-back cliff
