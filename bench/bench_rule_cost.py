@@ -22,8 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fioscope_mixin.alerts import alert_rules
-from fioscope_mixin.recording import recording_rules
+from fioscope_mixin.prometheus import rule_groups as generated_groups
 from fioscope_mixin.settings import SettingsError, duration, load_settings
 from fioscope_mixin.units import parse_duration
 from fioscope_testkit.binaries import run_first
@@ -33,7 +32,7 @@ from fioscope_testkit.prometheus import Prometheus
 def rule_groups(overrides: list[str]) -> tuple[list[dict], float]:
     """The generated rule groups (recording, then alerting) and the stack's evaluation interval in seconds."""
     settings = load_settings(overrides)
-    return (recording_rules(settings)["groups"] + alert_rules(settings)["groups"],
+    return ([g for groups in generated_groups(settings).values() for g in groups],
             duration(settings, "stack", "evaluation_interval"))
 
 

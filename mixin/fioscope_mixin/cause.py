@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from fioscope_mixin import instance_limit as il
 from fioscope_mixin import names as n
-from fioscope_mixin.alerts import (
+from fioscope_mixin.columns import IN_FLIGHT_SERIES
+from fioscope_mixin.promql import (
     BY_DEVICE,
     CEILING_AFTER_STEP_DOWN,
     CEILING_AT_PEAK,
@@ -28,7 +29,6 @@ from fioscope_mixin.alerts import (
     device_series,
     disk_value,
 )
-from fioscope_mixin.columns import IN_FLIGHT_SERIES
 from fioscope_mixin.recording import FIO_RUNNING, FIO_WRITE_BW, lookback_peak
 from fioscope_mixin.rule import ON, Alert, Record, fmt, params
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from fioscope_mixin import columns
 from fioscope_mixin import names as n
-from fioscope_mixin.alerts import HOST, LOCAL
+from fioscope_mixin.promql import HOST, LOCAL
 from fioscope_mixin.rule import ON, Alert, Record, fmt
 
 SUM = n.HOST_VOLUMES_RATE_IRATE

@@ -671,5 +671,4 @@ def recording_rules(s: dict) -> dict:
         *({"name": name, "interval": p["baselineMedianInterval"], "rules": [median.render(p)]} for name, median in BASELINE_MEDIANS),
         {"name": "fioscope-fio-histogram", "interval": p["fsyncHistogramInterval"], "rules": [r.render(p) for r in FIO_HISTOGRAM]},
     ]
-    from fioscope_mixin.cause import cause_groups  # (cause builds on the alerts' helpers, which import this module)
-    return {"groups": groups + cause_groups(s)}
+    return {"groups": groups}
