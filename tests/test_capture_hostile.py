@@ -322,7 +322,8 @@ def test_a_load_stopped_by_ctrl_c_is_the_load_so_far_not_a_failed_load(tmp_path,
     report = json.loads((out / "report.json").read_text())
     [run] = report["runs"]
     assert run["failed"] is None and run["iops"] > 0, run
-    loads = [p for d in report["devices"] for p in d["phases"] if p["kind"] == "load"]
+    # (a device idle through the capture is one line, without phases: any other disk of a busy host)
+    loads = [p for d in report["devices"] for p in d.get("phases", []) if p["kind"] == "load"]
     assert loads and not any(p["failed"] or "load failed" in p["label"] for p in loads), loads
     assert not any("load failed" in d["verdict"] or "inconclusive" in d["verdict"] for d in report["devices"]), \
         [d["verdict"] for d in report["devices"]]

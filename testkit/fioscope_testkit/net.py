@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import time
 import urllib.request
 
+# Ports handed out below the kernel's ephemeral range (32768-60999 by default): a port the kernel picked for a bind to
+# port 0, once closed, is the next one it gives an outgoing connection, and with the slow suite beside the e2e suite a
+# scrape's connection took the scenario lab's Prometheus port before it listened ("bind: address already in use").
+# Random, so that two suites picking at once rarely pick alike (the bind checks it is free now).
+PORTS = (10000, 32000)
+_RANDOM = random.Random()
+
 
 def free_port() -> int:
-    with socket.socket() as s:
+    for _ in range(500):
+        port = _RANDOM.randrange(*PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # a range full of listeners: the kernel's pick, as before
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
