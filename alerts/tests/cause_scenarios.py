@@ -490,8 +490,7 @@ def dashboard_check(seen: Seen) -> dict:
     from fioscope_mixin import dashboards
     from fioscope_mixin.settings import load_settings
 
-    dashboards.configure(load_settings())
-    expr = dashboards.slow_cause().build().targets[0].expr
+    expr = dashboards.slow_cause(dashboards.scope(load_settings())).build().targets[0].expr
     for var in ("host", "device"):
         expr = expr.replace(f'=~"${var}"', '=~".+"')
     state = {cause: i for i, (cause, _, _) in enumerate(dashboards.CAUSE_STATES, 1)}
