@@ -52,3 +52,23 @@ def test_a_column_added_to_a_copy_of_the_table_reaches_every_consumer():
                                     columns.reported(table))
     assert doc["series"]["fk/s"] == [[t, 7.0] for t, _ in samples]
     assert all(p["fk/s"] == 7.0 and p["fkrqm/s"] == 3.0 for p in doc["phases"])
+
+
+def test_each_column_names_its_record_and_the_rules_record_it_from_its_own_counter():
+    """The column table names each column's recording rule (issue 54 item 2: source, record, heading, unit, chart in one
+    entry); the generated recording rules record every one, by that name, from the column's node_exporter counter
+    (directly, or through the counter's own rate record: an await is its time's rate per completion)."""
+    from fioscope_mixin import columns
+    from fioscope_mixin.prometheus import rule_groups
+    from fioscope_mixin.settings import load_settings
+
+    rules = {r["record"]: r["expr"] for groups in rule_groups(load_settings()).values() for g in groups
+             for r in g["rules"] if "record" in r}
+    named = [c for c in columns.DISK if c.record]
+    assert {c.column for c in named} >= set(columns.reported()) | {c.column for c in columns.DISK if c.phase}, \
+        "a drawn or phase-table column without its record"
+    for c in named:
+        assert c.record in rules, f"{c.column}: {c.record} is not recorded"
+        expr = rules[c.record]
+        own_rate = [record for record, e in rules.items() if c.series in e and record.endswith(":rate")]
+        assert c.series in expr or any(r in expr for r in own_rate), f"{c.column}: {c.record} does not read {c.series}: {expr}"

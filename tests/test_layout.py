@@ -115,3 +115,11 @@ def test_the_mixin_imports_without_a_circle_and_nothing_inside_a_function():
 
     for module in sorted(graph):
         visit(module, [])
+
+
+def test_no_production_module_keeps_settings_in_module_state():
+    """Issue 54: a setting arrives by one road. The dashboards read theirs from a Scope passed to each builder, not from
+    module globals that a configure() call set (two roads: whoever forgot to call it got the last caller's settings)."""
+    found = [f"{path.relative_to(REPO)}:{node.lineno}" for path in production_modules()
+             for node in ast.walk(ast.parse(path.read_text(), str(path))) if isinstance(node, ast.Global)]
+    assert not found, f"module state set from a function: {found}"

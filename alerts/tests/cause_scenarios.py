@@ -328,24 +328,32 @@ OBSERVED_ALERTS = (*n.CAUSE_ALERTS, *n.THROTTLING_ALERTS)
 def observe(rules_dir: Path, line: str = "2") -> tuple[Seen, dict[tuple[str, str, int], list[dict]]]:
     """Every evaluation's causes per device, and every cause or throttling alert firing: (alert, "host/device", t) ->
     [labels, annotations]."""
+    interval, series = sc.phased(input_series())
+    return observe_causes(rules_dir, line, "cause_scenarios.py", CAUSE_EXPR, OBSERVED_ALERTS, interval, series,
+                          list(range(ONSET - 120, END + 1, STEP)), STEP)
+
+
+def observe_causes(rules_dir: Path, line: str, who: str, cause_expr: str, alert_names: tuple[str, ...] | list[str],
+                   interval: str, series: list[dict], times: list[int], step: int) -> tuple[Seen, dict[tuple[str, str, int], list[dict]]]:
+    """One observing promtool run of ``series`` (sampled every ``interval``) against the rules in ``rules_dir``: the
+    cause ``cause_expr`` names per "host/device" at each of ``times``, and every firing of ``alert_names`` as
+    (alert, "host/device" ("host/" for a host's alert), t) -> [labels, annotations]. ``who`` names the caller in errors."""
     promtool = sc.promtool_of(line)
     if not promtool:
-        raise SystemExit(f"cause_scenarios.py: promtool of Prometheus {sc.LINE_NAMES[line]} is not installed")
-    times = list(range(ONSET - 120, END + 1, STEP))
-    interval, series = sc.phased(input_series())
-    test = {"rule_files": [str(rules_dir / f) for f in sc.RULE_FILES], "evaluation_interval": f"{STEP}s",
+        raise SystemExit(f"{who}: promtool of Prometheus {sc.LINE_NAMES[line]} is not installed")
+    test = {"rule_files": [str(rules_dir / f) for f in sc.RULE_FILES], "evaluation_interval": f"{step}s",
             "group_eval_order": sc.group_order(rules_dir),
             "tests": [{"interval": interval, "input_series": series,
-                       "promql_expr_test": [{"expr": CAUSE_EXPR, "eval_time": duration(t), "exp_samples": []} for t in times],
+                       "promql_expr_test": [{"expr": cause_expr, "eval_time": duration(t), "exp_samples": []} for t in times],
                        "alert_rule_test": [{"eval_time": duration(t), "alertname": a, "exp_alerts": []}
-                                           for t in times for a in OBSERVED_ALERTS]}]}
+                                           for t in times for a in alert_names]}]}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "observe.test.yaml"
         path.write_text(yaml.safe_dump(test, width=1 << 20))
         proc = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
     text = proc.stdout + proc.stderr
     if "FAILED" not in text and "SUCCESS" not in text:
-        raise SystemExit(f"cause_scenarios.py: promtool failed: {text[-2000:]}")
+        raise SystemExit(f"{who}: promtool failed: {text[-2000:]}")
     seen: Seen = {t: {} for t in times}
     for when, got in re.findall(r'expr: "[^"]*", time: (\S+?),\s*exp:.*?\n\s*got: (.*?)\n', text):
         for labels in re.findall(r"\{(.*?)\} [-+.0-9Ee]+", got):
@@ -361,7 +369,7 @@ def observe(rules_dir: Path, line: str = "2") -> tuple[Seen, dict[tuple[str, str
             lab = _labels_of(labels)
             lab.pop("alertname", None)
             ann = {k: bytes(v, "utf-8").decode("unicode_escape") for k, v in re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', notes)}
-            key = (head.group(1), f"{lab['host']}/{lab['device']}", seconds(head.group(2)))
+            key = (head.group(1), f"{lab['host']}/{lab.get('device', '')}", seconds(head.group(2)))
             alerts.setdefault(key, []).append({"exp_labels": lab, "exp_annotations": ann})
     return seen, alerts
 
@@ -482,8 +490,7 @@ def dashboard_check(seen: Seen) -> dict:
     from fioscope_mixin import dashboards
     from fioscope_mixin.settings import load_settings
 
-    dashboards.configure(load_settings())
-    expr = dashboards.slow_cause().build().targets[0].expr
+    expr = dashboards.slow_cause(dashboards.scope(load_settings())).build().targets[0].expr
     for var in ("host", "device"):
         expr = expr.replace(f'=~"${var}"', '=~".+"')
     state = {cause: i for i, (cause, _, _) in enumerate(dashboards.CAUSE_STATES, 1)}

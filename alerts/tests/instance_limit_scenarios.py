@@ -18,10 +18,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import re
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +30,7 @@ import cause_scenarios as cs  # noqa: E402  (alerts/tests is no package)
 import scenarios as sc  # noqa: E402
 from fioscope_mixin import columns  # noqa: E402
 from fioscope_mixin import names as n  # noqa: E402
-from scenarios import END, MINUTES, ONSET, STEP, Device, Sample, duration, light_fast, seconds  # noqa: E402
+from scenarios import END, MINUTES, ONSET, STEP, Device, Sample, duration, light_fast  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 OUT = {"2": HERE / "instance_limit.test.yaml", "3": HERE / "instance_limit.prometheus3.test.yaml"}
@@ -188,39 +185,8 @@ Fired = dict[tuple[str, str, int], list[dict]]  # (alert, "host/device" or "host
 
 
 def observe(rules_dir: Path, line: str) -> tuple[Seen, Fired]:
-    promtool = sc.promtool_of(line)
-    if not promtool:
-        raise SystemExit(f"instance_limit_scenarios.py: promtool of Prometheus {sc.LINE_NAMES[line]} is not installed")
-    times = list(range(ONSET - 120, END + 1, STEP))
-    test = {"rule_files": [str(rules_dir / f) for f in sc.RULE_FILES], "evaluation_interval": f"{STEP}s",
-            "group_eval_order": sc.group_order(rules_dir),
-            "tests": [{"interval": f"{STEP}s", "input_series": input_series(),
-                       "promql_expr_test": [{"expr": n.DISK_SLOW_CAUSE, "eval_time": duration(t), "exp_samples": []} for t in times],
-                       "alert_rule_test": [{"eval_time": duration(t), "alertname": a, "exp_alerts": []} for t in times for a in PAGES]}]}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "observe.test.yaml"
-        path.write_text(yaml.safe_dump(test, width=1 << 20))
-        proc = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
-    text = proc.stdout + proc.stderr
-    if "FAILED" not in text and "SUCCESS" not in text:
-        raise SystemExit(f"instance_limit_scenarios.py: promtool failed: {text[-2000:]}")
-    seen: Seen = {t: {} for t in times}
-    for when, got in re.findall(r'expr: "[^"]*", time: (\S+?),\s*exp:.*?\n\s*got: (.*?)\n', text):
-        for labels in re.findall(r"\{(.*?)\} [-+.0-9Ee]+", got):
-            lab = cs._labels_of(labels)
-            seen[seconds(when)][f"{lab['host']}/{lab['device']}"] = lab["cause"]
-    fired: Fired = {}
-    for block in re.split(r"\n\s*alertname: ", text)[1:]:
-        head = re.match(r"(\w+), time: (\S+?),", block)
-        if not head:
-            continue
-        for labels, notes in re.findall(r"Labels:\{(.*?)\}\s*Annotations:\{(.*?)\},?\n", block.split("got:", 1)[1], re.S):
-            lab = cs._labels_of(labels)
-            lab.pop("alertname", None)
-            ann = {k: bytes(v, "utf-8").decode("unicode_escape") for k, v in re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', notes)}
-            key = (head.group(1), f"{lab['host']}/{lab.get('device', '')}", seconds(head.group(2)))
-            fired.setdefault(key, []).append({"exp_labels": lab, "exp_annotations": ann})
-    return seen, fired
+    return cs.observe_causes(rules_dir, line, "instance_limit_scenarios.py", n.DISK_SLOW_CAUSE, PAGES, f"{STEP}s", input_series(),
+                             list(range(ONSET - 120, END + 1, STEP)), STEP)
 
 
 def judge(seen: Seen, fired: Fired) -> tuple[list[str], list[str]]:

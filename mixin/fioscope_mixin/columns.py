@@ -4,7 +4,8 @@
 Everything that turns one into another reads this table: ``fioscope capture``'s /proc sampler, the iostat
 loader and the offline backfill (``fioscope.reporting.offline``), the timelines (``fioscope.reporting.timeline``),
 the live diagnosis and the recording rules (``fioscope_mixin.recording``). It lives in the mixin because both
-packages read it and the exporter depends on the mixin, never the other way round (pure data, no imports).
+packages read it and the exporter depends on the mixin, never the other way round (pure data: it imports only the
+rule names, fioscope_mixin.names, for each column's record).
 
 Formulas, as iostat computes them per interval of ``s`` seconds (Δ: a counter's growth, in base units):
 a rate column is ``Δ * scale / s``; an await column (``per`` names the completions) is ``Δ * scale / Δper``.
@@ -15,6 +16,8 @@ The other way (a column back to a counter, the offline backfill): a rate grows i
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from fioscope_mixin import names as n
 
 
 @dataclass(frozen=True)
@@ -33,32 +36,44 @@ class Counter:
     unit: str = ""  # the unit report.json gives it in (IO/s, kB/s, ms, %, requests)
     phase: bool = False  # a timeline carries it for the phase table, undrawn (the merges; request sizes follow from kB/s and r/s)
     required: bool = False  # an iostat -o JSON disk entry without it is not read (offline.load.REQUIRED)
+    record: str = ""  # the recording rule of the column (fioscope_mixin.recording records it by this name); "" none
 
 
 DISK: tuple[Counter, ...] = (
-    Counter("reads", 1, "count", "node_disk_reads_completed_total", "r/s", report=1, chart="iops", unit="IO/s", required=True),
-    Counter("read_merges", 2, "count", "node_disk_reads_merged_total", "rrqm/s", unit="IO/s", phase=True),
-    Counter("read_bytes", 3, "sectors", "node_disk_read_bytes_total", "rkB/s", 1 / 1024, report=3, chart="throughput", unit="kB/s"),
+    Counter("reads", 1, "count", "node_disk_reads_completed_total", "r/s", report=1, chart="iops", unit="IO/s", required=True,
+            record=n.DISK_READ_IOPS),
+    Counter("read_merges", 2, "count", "node_disk_reads_merged_total", "rrqm/s", unit="IO/s", phase=True,
+            record=n.DISK_READ_MERGES_PER_SECOND),
+    Counter("read_bytes", 3, "sectors", "node_disk_read_bytes_total", "rkB/s", 1 / 1024, report=3, chart="throughput", unit="kB/s",
+            record=n.DISK_READ_BYTES_PER_SECOND),
     Counter("read_seconds", 4, "ms", "node_disk_read_time_seconds_total", "r_await", 1000, per="reads", report=5, chart="await",
-            unit="ms", required=True),
-    Counter("writes", 5, "count", "node_disk_writes_completed_total", "w/s", report=2, chart="iops", unit="IO/s", required=True),
-    Counter("write_merges", 6, "count", "node_disk_writes_merged_total", "wrqm/s", unit="IO/s", phase=True),
-    Counter("write_bytes", 7, "sectors", "node_disk_written_bytes_total", "wkB/s", 1 / 1024, report=4, chart="throughput", unit="kB/s"),
+            unit="ms", required=True, record=n.DISK_READ_AWAIT_SECONDS),
+    Counter("writes", 5, "count", "node_disk_writes_completed_total", "w/s", report=2, chart="iops", unit="IO/s", required=True,
+            record=n.DISK_WRITE_IOPS),
+    Counter("write_merges", 6, "count", "node_disk_writes_merged_total", "wrqm/s", unit="IO/s", phase=True,
+            record=n.DISK_WRITE_MERGES_PER_SECOND),
+    Counter("write_bytes", 7, "sectors", "node_disk_written_bytes_total", "wkB/s", 1 / 1024, report=4, chart="throughput", unit="kB/s",
+            record=n.DISK_WRITE_BYTES_PER_SECOND),
     Counter("write_seconds", 8, "ms", "node_disk_write_time_seconds_total", "w_await", 1000, per="writes", report=6, chart="await",
-            unit="ms", required=True),
+            unit="ms", required=True, record=n.DISK_WRITE_AWAIT_SECONDS),
     # field 9 is the requests in flight now: a gauge, not a counter (iostat reads it not)
-    Counter("io_seconds", 10, "ms", "node_disk_io_time_seconds_total", "util", 100, report=8, chart="util", unit="%", required=True),
+    Counter("io_seconds", 10, "ms", "node_disk_io_time_seconds_total", "util", 100, report=8, chart="util", unit="%", required=True,
+            record=n.DISK_UTIL_RATIO),
     Counter("weighted_seconds", 11, "ms", "node_disk_io_time_weighted_seconds_total", "aqu-sz", report=7, chart="queue",
-            unit="requests", required=True),
-    Counter("discards", 12, "count", "node_disk_discards_completed_total", "d/s", since="4.18"),
+            unit="requests", required=True, record=n.DISK_QUEUE_SIZE),
+    Counter("discards", 12, "count", "node_disk_discards_completed_total", "d/s", since="4.18", record=n.DISK_DISCARD_IOPS),
     Counter("discard_merges", 13, "count", "node_disk_discards_merged_total", "drqm/s", since="4.18"),
     # node_exporter publishes discarded sectors, not bytes: dkB/s is half of it
-    Counter("discard_sectors", 14, "count", "node_disk_discarded_sectors_total", "dkB/s", 1 / 2, since="4.18"),
-    Counter("discard_seconds", 15, "ms", "node_disk_discard_time_seconds_total", "d_await", 1000, per="discards", since="4.18"),
-    Counter("flushes", 16, "count", "node_disk_flush_requests_total", "f/s", since="5.5"),
-    Counter("flush_seconds", 17, "ms", "node_disk_flush_requests_time_seconds_total", "f_await", 1000, per="flushes", since="5.5"),
+    Counter("discard_sectors", 14, "count", "node_disk_discarded_sectors_total", "dkB/s", 1 / 2, since="4.18",
+            record=n.DISK_DISCARD_BYTES_PER_SECOND),
+    Counter("discard_seconds", 15, "ms", "node_disk_discard_time_seconds_total", "d_await", 1000, per="discards", since="4.18",
+            record=n.DISK_DISCARD_AWAIT_SECONDS),
+    Counter("flushes", 16, "count", "node_disk_flush_requests_total", "f/s", since="5.5", record=n.DISK_FLUSH_IOPS),
+    Counter("flush_seconds", 17, "ms", "node_disk_flush_requests_time_seconds_total", "f_await", 1000, per="flushes", since="5.5",
+            record=n.DISK_FLUSH_AWAIT_SECONDS),
 )
 BY_COLUMN = {c.column: c for c in DISK}
+RECORD = {c.column: c.record for c in DISK if c.record}  # iostat column -> its recording rule
 CHARTS = ("iops", "throughput", "await", "util", "queue")  # a device's charts, in the page's order (and the phase table's)
 
 

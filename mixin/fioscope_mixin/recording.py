@@ -22,9 +22,10 @@ def _per_request(numerator: str, count: str) -> str:
 # One rule per counter, recorded first; every column, helper and ceiling below derives from these
 # recorded series (a group runs its rules in order, so they are this cycle's values): each counter's
 # rate is computed once per cycle, not once per column that uses it (the cost of a fleet).
-R, W, D, F = n.DISK_READ_IOPS, n.DISK_WRITE_IOPS, n.DISK_DISCARD_IOPS, n.DISK_FLUSH_IOPS
-RB, WB = n.DISK_READ_BYTES_PER_SECOND, n.DISK_WRITE_BYTES_PER_SECOND
-RRQM, WRQM = n.DISK_READ_MERGES_PER_SECOND, n.DISK_WRITE_MERGES_PER_SECOND
+# (each named by the column table: fioscope_mixin.columns.RECORD)
+R, W, D, F = (columns.RECORD[c] for c in ("r/s", "w/s", "d/s", "f/s"))
+RB, WB = columns.RECORD["rkB/s"], columns.RECORD["wkB/s"]
+RRQM, WRQM = columns.RECORD["rrqm/s"], columns.RECORD["wrqm/s"]
 R_TIME, W_TIME, D_TIME = (f"fioscope:disk_{d}_time_seconds:rate" for d in ("read", "write", "discard"))
 
 COUNTER_RATES = [
@@ -38,8 +39,8 @@ COUNTER_RATES = [
 ]
 
 DISK = COUNTER_RATES + [
-    Record(n.DISK_READ_AWAIT_SECONDS, _per_request(R_TIME, R), "r_await / 1000"),
-    Record(n.DISK_WRITE_AWAIT_SECONDS, _per_request(W_TIME, W), "w_await / 1000"),
+    Record(columns.RECORD["r_await"], _per_request(R_TIME, R), "r_await / 1000"),
+    Record(columns.RECORD["w_await"], _per_request(W_TIME, W), "w_await / 1000"),
 ]
 # the byte rates, and util and aqu-sz, read no other record: groups of their own beside the iostat group
 BYTE_RATES = [
@@ -48,17 +49,17 @@ BYTE_RATES = [
     Record(n.DISK_BYTES_PER_SECOND, f"{RB} + {WB}", "rkB/s + wkB/s x 1024"),
 ]
 UTIL_QUEUE = [
-    Record(n.DISK_QUEUE_SIZE, _rate("aqu-sz"), "aqu-sz"),
-    Record(n.DISK_UTIL_RATIO, _rate("util"), "%util / 100"),
+    Record(columns.RECORD["aqu-sz"], _rate("aqu-sz"), "aqu-sz"),
+    Record(columns.RECORD["util"], _rate("util"), "%util / 100"),
 ]
 # iostat columns only the dashboards show: groups of their own, from the counter rates above and the counters only
 # they read (no alert waits on them; a group's evaluation is its rules' sum: at 2,000 hosts the iostat group of every
 # counter took 1.7 s, 2.2 s at worst)
 COLUMNS = [
     Record(F, _rate("f/s"), "f/s"),
-    Record(n.DISK_DISCARD_BYTES_PER_SECOND, _rate("dkB/s") + f" * {columns.SECTOR_BYTES}", "dkB/s x 1024"),
-    Record(n.DISK_DISCARD_AWAIT_SECONDS, _per_request(D_TIME, D), "d_await / 1000"),
-    Record(n.DISK_FLUSH_AWAIT_SECONDS, _per_request(_rate("f_await"), F), "f_await / 1000"),
+    Record(columns.RECORD["dkB/s"], _rate("dkB/s") + f" * {columns.SECTOR_BYTES}", "dkB/s x 1024"),
+    Record(columns.RECORD["d_await"], _per_request(D_TIME, D), "d_await / 1000"),
+    Record(columns.RECORD["f_await"], _per_request(_rate("f_await"), F), "f_await / 1000"),
     Record(n.DISK_READ_REQUEST_SIZE_BYTES, _per_request(RB, R), "rareq-sz x 1024"),
     Record(n.DISK_WRITE_REQUEST_SIZE_BYTES, _per_request(WB, W), "wareq-sz x 1024"),
 ]
