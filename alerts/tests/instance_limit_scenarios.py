@@ -148,14 +148,6 @@ CASES = [
 
 
 # ---------------------------------------------------------------------------- input series
-def _counter(rates: list[float]) -> str:
-    total, values = 0.0, []
-    for r in rates:
-        values.append(f"{total:.12g}")
-        total += r * STEP
-    return " ".join(values)
-
-
 def host_series(case: HostCase, seed: int) -> list[dict]:
     out: list[dict] = []
     for j, (device, model) in enumerate(sorted(case.devices.items())):
@@ -171,7 +163,7 @@ def host_series(case: HostCase, seed: int) -> list[dict]:
         else:
             labels = (f'job="fioscope",instance="{case.host}:7963",host="{case.host}",device="{c.device}",'
                       f'volume_id="vol-0{case.host}{c.device}"')
-        out.append({"series": f"{c.metric}{{{labels}}}", "values": _counter(rates)})
+        out.append({"series": f"{c.metric}{{{labels}}}", "values": cs._counter(rates)})
     return out
 
 
