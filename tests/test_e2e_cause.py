@@ -478,8 +478,22 @@ def bdi_cache(device: str, size: int):
     saved = {k: (bdi / k).read_text().strip() for k in ("strict_limit", "max_ratio")}
     try:
         (bdi / "strict_limit").write_text("1")
-        (bdi / "max_bytes").write_text(str(size))
-        (bdi / "min_bytes").write_text(str(size))
+        (bdi / "min_bytes").write_text("0")  # a minimum left above the new maximum refuses it
+        # the kernel keeps a ratio of the host's dirty threshold (20 % of the memory free or cached now) and refuses
+        # more than all of it (EINVAL, seen on CI under the lab's load): never more than half of it, and a smaller
+        # share if still refused; the cliff comes sooner, the same shape
+        threshold = int(dict(line.split() for line in Path("/proc/vmstat").read_text().splitlines())["nr_dirty_threshold"]) * 4096
+        size = min(size, threshold // 2)
+        while True:
+            try:
+                (bdi / "max_bytes").write_text(str(size))
+                (bdi / "min_bytes").write_text(str(size))
+                break
+            except OSError:
+                if size < 32 * 1048576:
+                    raise
+                size //= 2
+        print(f"\n{device}: page cache share {size / 1048576:.0f} MiB (the host's dirty threshold {threshold / 1048576:.0f} MiB)")
         yield
     finally:
         (bdi / "min_bytes").write_text("0")

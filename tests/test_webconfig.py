@@ -221,11 +221,15 @@ def test_an_emptied_truncated_or_invalid_web_config_never_opens_the_exporter(web
         assert _health(url, context) == {"fioscope_web_config_reload_failures_total": 0.0,
                                          "fioscope_web_config_last_reload_successful": 1.0}
         for index, (name, text) in enumerate(hostile, 1):
-            if text is None:  # a directory where the file was: cannot be read
-                path.unlink()
-                path.mkdir()
+            # each bad file appears in one step (a rename): written in place, the once-a-second check may read it
+            # half written (truncated, then whole) and count two failures for one change (CI, under load)
+            staged = tmp_path / f"staged-{index}"
+            if text is None:  # a directory where the file was (behind a symlink): cannot be read
+                (tmp_path / f"dir-{index}").mkdir()
+                staged.symlink_to(tmp_path / f"dir-{index}")
             else:
-                path.write_text(text)
+                staged.write_text(text)
+            staged.replace(path)
             time.sleep(1.3)  # the file is checked at most once a second, on a connection
             get(url, context)  # that connection triggers the check
             assert get(url, context)[0] == 401, name  # over TLS, still asking for the password
@@ -233,7 +237,7 @@ def test_an_emptied_truncated_or_invalid_web_config_never_opens_the_exporter(web
             health = _health(url, context)
             assert health["fioscope_web_config_reload_failures_total"] == index, name
             assert health["fioscope_web_config_last_reload_successful"] == 0, name
-        path.rmdir()
+        path.unlink()
         path.write_text(good)  # a good file again: taken, and the gauge says so
         time.sleep(1.3)
         get(url, context)

@@ -30,7 +30,9 @@ The parameter space (every value drawn per device from its seed, ``random.Random
 
 Families that must page (FioscopeDiskThrottled*): ``iops`` (300-5,000 IOPS, one size), ``bandwidth`` (20-400 MiB/s),
 ``dual`` (min() or additive IOPS and bandwidth caps, sizes alternating), ``shared`` (one r+w IOPS cap, the read
-share drifting), ``lab`` (700 r/s + 300 w/s capped per direction, +-3 %, await spread 0.3-2.5x), ``paused``.
+share drifting), ``lab`` (700 r/s + 300 w/s capped per direction, +-3 %, await spread 0.3-2.5x), ``paused``; and, printed but not judged
+(a known gap: KNOWN_GAPS), ``burst`` (the iops family after a token bucket's burst: the load's first 1-10 s at 1.5-4x
+the cap; its target counts from the cap's first scrape).
 Controls that must not: ``paced`` (a flat rate at the device's normal await), ``checkpoint`` (write bursts every few
 minutes at the demand's own rate), ``backup`` (scenarios.py's nightly backup), ``restart`` (node_exporter restarted
 under a busy load), ``neighbour`` (a neighbour's share of the backend: +-25-40 % per scrape, or a flat share under the
@@ -64,9 +66,13 @@ STEPS = ((15, 0.70), (5, 0.15), (30, 0.15))  # scrape interval, share of the dra
 PAGE_TARGET = {5: 30, 15: 60, 30: 120}
 SHARE_TARGET = 0.95
 CAPS = ("iops", "bandwidth", "dual", "shared", "lab", "paused")
+# caps the rules are known to page late: drawn and printed as the caps are, not judged (--check, the tests). A token
+# bucket's burst stands as the recent peak for peak_lookback, and in the held test's range; a quantile peak and a
+# range from the window's highest paged it in time but paged the neighbour family too (docs/runbook.md)
+KNOWN_GAPS = ("burst",)
 CONTROLS = ("paced", "checkpoint", "backup", "restart", "neighbour", "stall")
-FAMILIES = CAPS + CONTROLS
-DEFAULT_DRAWS = {**{f: 16 for f in CAPS}, **{f: 12 for f in CONTROLS}}
+FAMILIES = CAPS + KNOWN_GAPS + CONTROLS
+DEFAULT_DRAWS = {**{f: 16 for f in CAPS + KNOWN_GAPS}, **{f: 12 for f in CONTROLS}}
 GAP_MINUTES = 2
 AWS = ("fioscope", {"sys_vendor": "Amazon EC2", "product_name": "m6i.large", "chassis_asset_tag": "Amazon EC2"})
 IDENTITIES = [  # (device, (vendor, model) or None, machine or None)
@@ -168,7 +174,7 @@ def build(draw: Draw) -> Spec:
 
     f = draw.family
     model: Callable[[int], Sample]
-    if f in ("iops", "shared", "paused"):
+    if f in ("iops", "shared", "paused", "burst"):
         # at most the IOPS that 128 in flight still slow (5x the normal at the lowest await factor)
         cap = min(_log_uniform(rng, 300, 5000), 128 * (0.3 if spread else 1.0) / (NORMAL * 6))
         size = rng.choice(SIZES[:3])
@@ -194,7 +200,18 @@ def build(draw: Draw) -> Spec:
             total = cap * jit(t)
             s = share(t)
             return capped_sample(total * s, total * (1 - s), size, size, queue, factors(t))
-        if f == "paused":
+        if f == "burst":  # a token bucket's: the load's first seconds above the cap, then the cap
+            burst_len, boost = rng.randrange(1, 11), rng.uniform(1.5, 4)
+            params.update(burst_s=burst_len, boost=round(boost, 2))
+
+            def model(t: int) -> Sample:
+                base = at_cap(t)
+                fast = capped_sample(base.r * boost, base.w * boost, size, size, queue, factors(t))
+                out = sc.mixed(t, lambda x: fast if x - ONSET < burst_len else base)
+                if t - ONSET >= burst_len:  # mixed() gives both directions one await: keep the factors' split
+                    out.r_await, out.w_await = base.r_await, base.w_await
+                return out
+        elif f == "paused":
             def model(t: int) -> Sample:
                 base = at_cap(t)
 
@@ -390,13 +407,22 @@ def outcome(spec: Spec, fired: list[tuple[int, str]]) -> Outcome:
     return Outcome(spec.draw, spec.params, first, best / len(judged), len(runs), pages)
 
 
+def page_target(o: Outcome) -> int:
+    """Seconds after onset by which the draw must page: its scrape interval's target, from the cap's start (after a
+    burst family's burst: the scrapes it spans are above the cap, no ceiling's)."""
+    step = o.draw.step
+    return PAGE_TARGET[step] + step * math.ceil(o.params.get("burst_s", 0) / step)
+
+
 def judge(outcomes: list[Outcome]) -> list[str]:
     """Every target that does not hold (issue 53), one line each."""
     problems = []
     for o in outcomes:
         d = o.draw
+        if d.family in KNOWN_GAPS:
+            continue
         if d.family in CAPS:
-            target = PAGE_TARGET[d.step]
+            target = page_target(o)
             allowed = 2 if o.params.get("gap") else 1
             if o.first is None or o.first > target:
                 problems.append(f"{d.family} {d.seed}: first page {o.first} s (target {target} s) {o.params}")
@@ -419,7 +445,7 @@ def table(outcomes_of: dict[str, list[Outcome]]) -> str:
             mine = [o for o in outcomes if o.draw.family == family]
             if not mine:
                 continue
-            if family in CAPS:
+            if family in CAPS + KNOWN_GAPS:
                 shares = [o.share for o in mine]
                 # the slowest first page at each scrape interval (its target: PAGE_TARGET)
                 slowest = ", ".join(f"{max(o.first for o in mine if o.draw.step == step and o.first is not None)} s at {step} s"

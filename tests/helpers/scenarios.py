@@ -97,6 +97,7 @@ class Run:
     scenario: Scenario
     disk: object
     stacks: dict[str, Stack]
+    jobs: list[Path]  # its loads' fio jobs, their files laid out before the stacks started
     start: float | None = None
     end: float | None = None
     error: str = ""
@@ -157,6 +158,13 @@ class ScenarioLab:
                 disks[key] = up(sc.kind, f"sc{i}-{sc.kind}", **sc.limits)
             else:  # a burst from the load's start, not from `lab up` (no burst timer: the caps are written by _drive)
                 disks[key] = up("healthy", f"sc{i}-{sc.kind}")
+        # every load's files laid out now, before any stack scrapes: a layout runs outside the disk's cgroup (capped,
+        # it would eat the load's first minute), and laid out just before a capped load its uncapped burst stood as the
+        # device's recent peak, over the cap (the write cap's layout: 1,020 writes/s in one scrape, no page in 240 s)
+        jobs = {key: [fio_job(Path(disks[key].state_dir) / f"load{i}.fio", disks[key].mountpoint, sections)
+                      for i, sections in enumerate(sc.loads)] for key, sc in self.scenarios.items()}
+        for job in (job for each in jobs.values() for job in each):
+            lay_out(job)
         stacks: dict[str, Stack] = {}
         for interval in sorted({i for sc in self.scenarios.values() for i in sc.intervals}, key=parse_duration):
             mine = [key for key, sc in self.scenarios.items() if interval in sc.intervals]
@@ -174,7 +182,8 @@ class ScenarioLab:
             native = es.enter_context(started(NativeStack(tmp / "stack", e2e_overrides(webhook.url, rate_window="1m", extra=settings),
                                                           fioscope_config=config)))
             stacks[interval] = Stack(interval, webhook, PromClient(native.url("prometheus")), native)
-        self.runs = {key: Run(key, sc, disks[key], {i: stacks[i] for i in sc.intervals}, lab=self) for key, sc in self.scenarios.items()}
+        self.runs = {key: Run(key, sc, disks[key], {i: stacks[i] for i in sc.intervals}, jobs[key], lab=self)
+                     for key, sc in self.scenarios.items()}
         self.stacks = stacks
         for interval, stack in stacks.items():
             devices = "|".join(r.disk.device_name for r in self.runs.values() if interval in r.stacks)
@@ -247,15 +256,11 @@ class ScenarioLab:
                 while not other.done.wait(0.5):
                     if self.closing.is_set():
                         return
-            jobs = [fio_job(Path(run.disk.state_dir) / f"load{i}.fio", run.disk.mountpoint, sections)
-                    for i, sections in enumerate(sc.loads)]
-            for job in jobs:
-                lay_out(job)
             if self.closing.is_set():
                 return
             before = completed_requests(run.disk.device_name)
             run.start = time.time()
-            procs = [fio_in_cgroup(run.disk.cgroup, job) for job in jobs]
+            procs = [fio_in_cgroup(run.disk.cgroup, job) for job in run.jobs]
             capped = sc.cap_after is None
             looked = False
             while not self.closing.is_set():
