@@ -216,6 +216,7 @@ def test_performance_and_comparison_from_lab_sweeps(tmp_path):
         performance_report,
     )
     from fioscope.reporting.results import curves, load_results
+    from fioscope.thresholds import shipped
 
     state = tmp_path / "lab"
     made = {}
@@ -235,7 +236,7 @@ def test_performance_and_comparison_from_lab_sweeps(tmp_path):
 
     samples = load_results(tmp_path / "capped")
     [points] = curves(samples).values()
-    report = performance_report(samples, "capped", latency_target=None)
+    report = performance_report(samples, "capped", latency_target=None, thresholds=shipped())
     knee_depth = next(v for v in report.sections[0].verdicts if v.kind == "knee").data["depth"]
     knee = next(i for i, p in enumerate(points) if p.depth == knee_depth)
     print(f"\n[sweep capped {sweep_cap} IOPS; uncapped qd1 {fast[0].iops:.0f}, qd4 {fast[1].iops:.0f}] "

@@ -217,14 +217,16 @@ def test_kernel_counters_become_iostat_columns_and_round_trip_through_iostat_jso
 
 def test_etcd_tiers_and_a_users_threshold_named_as_theirs():
     from fioscope.etcd import fsync_verdict
+    from fioscope.thresholds import shipped
 
-    assert fsync_verdict(0.007).level == "pass"
-    warning = fsync_verdict(0.0085)
+    t = shipped()
+    assert fsync_verdict(0.007, t).level == "pass"
+    warning = fsync_verdict(0.0085, t)
     assert warning.level == "warning" and warning.ok is True and "WARNING" in warning.text and "8.00 ms" in warning.text
-    assert fsync_verdict(0.0101).level == "fail" and fsync_verdict(0.0101).ok is False
-    mine = fsync_verdict(0.0002, 0.0003)
+    assert fsync_verdict(0.0101, t).level == "fail" and fsync_verdict(0.0101, t).ok is False
+    mine = fsync_verdict(0.0002, t, 0.0003)
     assert "your threshold 0.30 ms" in mine.text and "etcd" not in mine.text
-    assert fsync_verdict(None).ok is None
+    assert fsync_verdict(None, t).ok is None
 
 
 def test_run_summary_names_the_users_fsync_threshold_as_theirs():
@@ -234,9 +236,11 @@ def test_run_summary_names_the_users_fsync_threshold_as_theirs():
     [run] = parse_file(FIXTURES / "fio-outputs" / "fio-3.33" / "etcd.json+")
     from fioscope.config import Limits
 
-    texts = [v.text for job in run.jobs for v in job_verdicts(job, Limits(), 0.0, 0.0003)]
+    from fioscope.thresholds import shipped
+
+    texts = [v.text for job in run.jobs for v in job_verdicts(job, Limits(), 0.0, 0.0003, shipped())]
     assert any("your threshold 0.30 ms" in t for t in texts) and not any("etcd needs" in t for t in texts), texts
-    tiered = [v.text for job in run.jobs for v in job_verdicts(job, Limits(), 0.0, None)]
+    tiered = [v.text for job in run.jobs for v in job_verdicts(job, Limits(), 0.0, None, shipped())]
     assert any("etcd: warning from 8.00 ms, fail above 10.00 ms" in t for t in tiered), tiered
 
 

@@ -52,6 +52,7 @@ def report(*args: str) -> subprocess.CompletedProcess:
 ])
 def test_one_bad_file_is_skipped_named_and_stated(tmp_path, caplog, bad):
     from fioscope.reporting.performance import performance_report
+    from fioscope.thresholds import shipped
     from fioscope.reporting.results import load_results
 
     root = results_dir(tmp_path, zz_bad=bad)
@@ -61,7 +62,7 @@ def test_one_bad_file_is_skipped_named_and_stated(tmp_path, caplog, bad):
     assert all(math.isfinite(s.iops) and s.iops > 0 for s in samples)
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1 and "zz_bad.json" in warnings[0] and "skipped" in warnings[0], warnings
-    perf = performance_report(samples, str(root), None)
+    perf = performance_report(samples, str(root), None, shipped())
     assert any(line.startswith("1 result file(s) skipped") and "zz_bad.json" in line for line in perf.summary), perf.summary
     for section in perf.sections:
         [knee] = [v for v in section.verdicts if v.kind == "knee"]

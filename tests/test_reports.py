@@ -167,13 +167,14 @@ def test_run_is_quiet_in_a_pipe(tmp_path):
 
 def test_performance_report_has_error_bars_knee_and_table(sweep, tmp_path):
     from fioscope.reporting.performance import is_steep, performance_report
+    from fioscope.thresholds import shipped
     from fioscope.reporting.results import curves, load_results
 
     _, results, _ = sweep
     samples = load_results(results)
     [points] = curves(samples).values()
     assert [(p.depth, p.repeats) for p in points] == [(1, 2), (16, 2)]
-    report = performance_report(samples, str(results), latency_target=0.05)
+    report = performance_report(samples, str(results), latency_target=0.05, thresholds=shipped())
     [section] = report.sections
     [knee] = [v for v in section.verdicts if v.kind == "knee"]
     # the knee is the point before the first steep step, read from the data

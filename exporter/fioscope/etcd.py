@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .thresholds import Thresholds, shipped
+from .thresholds import Thresholds
 
 
 @dataclass(frozen=True)
@@ -26,17 +26,16 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 
 
-def fsync_verdict(p99: float | None, user_threshold: float | None = None, thresholds: Thresholds | None = None) -> FsyncVerdict:
-    """fdatasync p99 against etcd's tiers (``thresholds``: the command's, default the shipped settings'), or against
-    the user's own threshold where one is given."""
+def fsync_verdict(p99: float | None, thresholds: Thresholds, user_threshold: float | None = None) -> FsyncVerdict:
+    """fdatasync p99 against etcd's tiers (``thresholds``: the command's, loaded once), or against the user's own
+    threshold where one is given."""
     if p99 is None:
         return FsyncVerdict("no data", None, "fdatasync p99: no data")
     if user_threshold is not None:
         ok = p99 <= user_threshold
         mine = f"your threshold {_ms(user_threshold)}, --fsync.threshold"
         return FsyncVerdict("pass" if ok else "fail", ok, f"fdatasync p99 {_ms(p99)} ({mine}): {'pass' if ok else 'FAIL'}")
-    t = thresholds or shipped()
-    line, warning = t.fsync_line, t.fsync_warning
+    line, warning = thresholds.fsync_line, thresholds.fsync_warning
     tiers = f"etcd: warning from {_ms(warning)}, fail above {_ms(line)}"
     if p99 > line:
         return FsyncVerdict("fail", False, f"fdatasync p99 {_ms(p99)} ({tiers}): FAIL")

@@ -37,10 +37,10 @@ def _fmt_ms(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1000:.2f} ms"
 
 
-def etcd_fsync(p99: float | None, thresholds: Thresholds | None, label: str = "", data: dict | None = None,
+def etcd_fsync(p99: float | None, thresholds: Thresholds, label: str = "", data: dict | None = None,
                user_threshold: float | None = None) -> Verdict:
     """The etcd-fsync verdict of one fdatasync p99: the tiers' text after ``label``, the level and p99 in its data."""
-    tiered = fsync_verdict(p99, user_threshold, thresholds)
+    tiered = fsync_verdict(p99, thresholds, user_threshold)
     figures = {**(data or {}), "level": tiered.level, "p99-seconds": f"{p99:.6f}" if p99 is not None else ""}
     return Verdict("etcd-fsync", tiered.ok, f"{label}: {tiered.text}" if label else tiered.text, figures)
 
@@ -58,7 +58,7 @@ def requested_iops(job: JobResult) -> float:
 
 
 def job_verdicts(job: JobResult, limits: Limits, sla_seconds: float, fsync_threshold: float | None,
-                 thresholds: Thresholds | None = None) -> list[Verdict]:
+                 thresholds: Thresholds) -> list[Verdict]:
     """``fsync_threshold``: the user's --fsync.threshold; None judges fdatasync by etcd's tiers."""
     verdicts = []
     sync = job.directions.get("sync")

@@ -89,7 +89,7 @@ def conclusion(rows: list[tuple[int, dict[str, tuple[float, bool]]]]) -> str:
 
 
 def comparison_report(baseline: list[Sample], candidate: list[Sample], names: tuple[str, str],
-                      thresholds: Thresholds | None = None) -> Report:
+                      thresholds: Thresholds) -> Report:
     def by_pattern(samples: list[Sample]) -> dict[tuple[str, str, str], list[Point]]:
         out: dict[tuple[str, str, str], list[Point]] = {}
         for w, points in curves(samples).items():

@@ -16,7 +16,7 @@ from ..verdicts import Verdict, etcd_fsync
 log = logging.getLogger("fioscope.report")
 
 
-def fsync_verdicts(sources: list[str], thresholds: Thresholds | None, side: str = "") -> list[Verdict]:
+def fsync_verdicts(sources: list[str], thresholds: Thresholds, side: str = "") -> list[Verdict]:
     """One verdict per job with an fdatasync measurement in the given result files."""
     out = []
     for source in sorted(set(sources)):

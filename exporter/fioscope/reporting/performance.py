@@ -88,7 +88,7 @@ def workload_section(workload: Workload, points: list[Point], latency_target: fl
     return Section(workload.title, charts=[chart], verdicts=verdicts, tables=[point_table(points)])
 
 
-def performance_report(samples: list[Sample], source: str, latency_target: float | None, thresholds: Thresholds | None = None) -> Report:
+def performance_report(samples: list[Sample], source: str, latency_target: float | None, thresholds: Thresholds) -> Report:
     by_workload = curves(samples)
     report = Report("performance", f"fio performance — {source}")
     files = len({s.source for s in samples})
