@@ -24,6 +24,7 @@ def pytest_configure(config):
                                        "the rest of the suite runs beside it)")
     config.addinivalue_line("markers", "beside_scenarios: an e2e test light on CPU and indifferent to it, run while the lab "
                                        "scenarios' loads go on (tests/helpers/scenarios.py): their minutes of waiting are its")
+    config.addinivalue_line("markers", "before_scenarios: an e2e test run first, on a host no lab scenario has loaded yet")
     config.addinivalue_line("markers", "slow: real-component tests of 10 s or more (Prometheus backfills, Chromium, captures); "
                                        "not in the default run, run with -m slow (.ci/run does)")
     config.addinivalue_line("markers", "needs_tool(*tools): tools scripts/setup.sh builds from Go source that the test runs "
@@ -99,7 +100,8 @@ def _scenario_items(items) -> list:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The tests marked beside_scenarios first, with the scenario lab already up (its loads run side by side from then
+    """The tests marked before_scenarios first (no lab scenario has loaded the host yet), then those marked
+    beside_scenarios, with the scenario lab already up (its loads run side by side from then
     on), then the lab scenarios' tests (each waits for its own load to end), then the rest, those marked scenario_tail
     last: the rest of the suite runs while their long loads go on. Before that, the tests that need a tool make test
     builds after those that need none (fioscope_testkit.binaries.order_by_tool)."""
@@ -107,10 +109,12 @@ def pytest_collection_modifyitems(session, config, items):
     scenario = _scenario_items(items)
     if not scenario:
         return
+    first = [item for item in items if item.get_closest_marker("before_scenarios")]
     beside = [item for item in items if item.get_closest_marker("beside_scenarios")]
     tail = [item for item in scenario if item.get_closest_marker("scenario_tail")]
     head = [item for item in scenario if item not in tail]
-    items[:] = beside + head + [item for item in items if item not in scenario and item not in beside] + tail
+    rest = [item for item in items if item not in scenario and item not in beside and item not in first]
+    items[:] = first + beside + head + rest + tail
 
 
 @pytest.fixture(autouse=True)

@@ -301,6 +301,9 @@ def host_alert(prom: PromClient, name: str) -> dict | None:
     return None
 
 
+# first, before the scenario lab: run after its teardown it named nothing in 240 s (both CIs and once here, the backing
+# disk declared the machine's hardware or not), alone it names the machine's limit at 100-120 s; why is not known yet
+@pytest.mark.before_scenarios
 def test_machine_limit_shared_by_two_volumes(tmp_path: Path):
     require_root_lab()
     from fioscope import lab
