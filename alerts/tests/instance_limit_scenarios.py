@@ -62,6 +62,19 @@ def at_limit(shares, i: int, size: int = 4096, queue: float = 16, by_bytes: bool
     return model
 
 
+def started_between_scrapes(model, start: int, part: float):
+    """``model`` whose load started between two scrapes: the scrape at ``start`` saw ``part`` of its rate (busy
+    already). The lab's loads start so (issue 55: a 789 IO/s scrape before the 1,200 sum; the sum's range over
+    share_window held that step for five minutes and the machine's limit went unnamed)."""
+    def partial(t: int, rng: random.Random) -> Sample:
+        x = model(t, rng)
+        if t != start:
+            return x
+        return Sample(r=x.r * part, w=x.w * part, rb=x.rb * part, wb=x.wb * part, r_await=x.r_await, w_await=x.w_await,
+                      util=max(0.5, x.util * part), queue=x.queue * part)
+    return partial
+
+
 def demand(level: float, swing: float, size: int = 4096, await_s: float = 0.0004):
     """A healthy load following its demand: ``level`` +- ``swing`` a scrape, at ``await_s``."""
     def model(_t: int, rng: random.Random) -> Sample:
@@ -99,10 +112,11 @@ class HostCase:
 
 
 def limit_host(name: str, host: str, total: float, volumes: int, by_bytes: bool = False, sizes=(4096,), jitter: float = 0.01,
-               counters: tuple[str, ...] = (), period: int = 16 * 60) -> HostCase:
+               counters: tuple[str, ...] = (), period: int = 16 * 60, first_part: float = 1.0) -> HostCase:
     shares = machine_limit(host, total, volumes, jitter, period)
-    devs = {f"nvme{i + 1}n1": cs.window(at_limit(shares, i, sizes[i % len(sizes)], by_bytes=by_bytes), ONSET, END, light_fast)
-            for i in range(volumes)}
+    devs = {f"nvme{i + 1}n1": started_between_scrapes(
+        cs.window(at_limit(shares, i, sizes[i % len(sizes)], by_bytes=by_bytes), ONSET, END, light_fast), ONSET, first_part)
+        for i in range(volumes)}
     return HostCase(name, host, devs, {d: "instance_limit" for d in devs}, {n.ALERT_INSTANCE_DISK_LIMIT: ""},
                     counters=[Counter(d, m, 0.4) for d in devs for m in counters])
 
@@ -144,6 +158,13 @@ CASES = [
              counters=[Counter("nvme1n1", EBS_VOLUME), Counter("nvme1n1", EBS_INSTANCE)]),
     limit_host("the machine's limit jittering +-15 % (no signature), the instance's counter growing", "g4", 6000, 2, jitter=0.15,
                counters=(EBS_INSTANCE,)),
+    # (last: each case's seed is its place in this list)
+    limit_host("the machine's limit: two volumes, 1,200 IOPS +-1 %, the load started between two scrapes (its first: 2/3)",
+               "v5", 1200, 2, period=4 * 60, first_part=2 / 3),
+    HostCase("two volumes, each at its own cap, their loads started between two scrapes (the first: 2/3): no share moves", "h5",
+             {"nvme1n1": started_between_scrapes(cs.window(sc.iops_cap, ONSET, END), ONSET, 2 / 3),
+              "nvme2n1": started_between_scrapes(cs.window(jittery_cap(2000, 0.01), ONSET, END, light_fast), ONSET, 2 / 3)},
+             {"nvme1n1": "provider_cap", "nvme2n1": "provider_cap"}, {n.ALERT_DISK_THROTTLED: "nvme1n1 nvme2n1"}),
 ]
 
 
@@ -253,6 +274,14 @@ VALUES = [
     *(_one(f'round({record}{{host="v1",rate="iops"}}, 500)', [('{host="v1", instance="v1:9100", job="node", rate="iops"}', 6000)])
       for record in (n.HOST_VOLUMES_RATE_IRATE, n.HOST_VOLUMES_HELD_SUM)),
     _one(f'count by (host) (max by (host, device) ({n.DISK_VOLUME_SHARE_RANGE_RATIO}{{host=~"v1|h4"}}))', [('{host="v1"}', 2)]),
+    _one(f'count by (host) ({n.DISK_VOLUME_RATE_IRATE}{{host=~"v1|h4",rate="iops"}})', [('{host="v1"}', 2), ('{host="h4"}', 2)]),
+    # v5's load started between two scrapes (the first at 800 of 1,200): the held bounds over five minutes never hold it,
+    # the host's sum's (within +-1 % of 1,200) nor its two volumes'
+    *(_one(f'round({agg}_over_time({n.HOST_VOLUMES_HELD_RATE_BOUND}{{host="v5",rate="iops",bound="{bound}"}}[5m]), 100)',
+           [(f'{{bound="{bound}", host="v5", instance="v5:9100", job="node", rate="iops"}}', 1200)])
+      for agg, bound in (("min", "min"), ("max", "max"))),
+    _one(f'count by (host, bound) ({n.DISK_VOLUME_HELD_RATE_BOUND}{{host="v5",rate="iops"}} > 200)',
+         [('{bound="max", host="v5"}', 2), ('{bound="min", host="v5"}', 2)]),
     # the provider's counters: growing on g1 (the exporter's) and g2 (the CSI driver's), flat on g3
     _one(f'{n.DISK_PROVIDER_OVER_LIMIT}{{host=~"g1|g2|g3"}}',
          [(f'{n.DISK_PROVIDER_OVER_LIMIT}{{device="nvme1n1", host="{host}", limit="{limit}"}}', value)

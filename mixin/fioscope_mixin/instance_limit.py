@@ -24,6 +24,9 @@ from fioscope_mixin.rule import ON, Alert, Record, fmt
 
 SUM = n.HOST_VOLUMES_RATE_IRATE
 HELD = n.HOST_VOLUMES_HELD_SUM
+VOLUME_RATE = n.DISK_VOLUME_RATE_IRATE
+HELD_SUM_BOUND = n.HOST_VOLUMES_HELD_RATE_BOUND
+HELD_VOLUME_BOUND = n.DISK_VOLUME_HELD_RATE_BOUND
 SHARE = n.DISK_VOLUME_SHARE_RANGE_RATIO
 OVER = n.DISK_PROVIDER_OVER_LIMIT
 BY_HOST = "(%(clusterLabels)shost, instance, job)"
@@ -44,10 +47,10 @@ def _volumes(series: str) -> str:
     return f"({series}\n  unless {LOCAL}\n  unless {ON_HOST_DEVICE} fioscope_disk_parent_info{{%(fioSelector)s}})"
 
 
-def _host_sum(busy: str) -> str:
-    volumes = _volumes(busy)
-    return (f"sum by {BY_HOST} {volumes}\n"
-            f"and on {BY_HOST} count by {BY_HOST} {volumes} >= %(instance_limit_min_volumes)s")
+def _host_sum(rate: str) -> str:
+    volumes = f'{VOLUME_RATE}{{rate="{rate}"}}'
+    return (f"sum by {BY_HOST} ({volumes})\n"
+            f"and on {BY_HOST} count by {BY_HOST} ({volumes}) >= %(instance_limit_min_volumes)s")
 
 
 # the provider's counters of time over a limit, per device (the exporter's, joined on host and device; the CSI driver's,
@@ -81,24 +84,39 @@ def _held(rate: str) -> str:
             f"and {mean} >= (1 - %(instance_limit_tolerance)s) * max_over_time({s}[%(peakLookback)s])")
 
 
-def _share_range(rate: str, busy: str) -> str:
-    """How far the volume's own rate moved over share_window, as a share of its host's held sum, where it moved
+def _held_bound(series: str, rate: str, bound: str) -> str:
+    """The most (or least) ``series`` was over the window its host's summed ``rate`` held (a sample where it held)."""
+    return f'{bound}_over_time({series}{{rate="{rate}"}}[%(window)s])\n  and on {BY_HOST} {HELD}{{rate="{rate}"}}'
+
+
+def _moved(bounds: str, rate: str) -> str:
+    """How far a rate moved over the scrapes of every window within share_window where its host's sum held."""
+    window = "%(instance_limit_share_window)s"
+    return (f'(max_over_time({bounds}{{rate="{rate}",bound="max"}}[{window}])\n'
+            f'   - ignoring (bound) min_over_time({bounds}{{rate="{rate}",bound="min"}}[{window}]))')
+
+
+def _share_range(rate: str) -> str:
+    """How far the volume's own rate moved while its host's sum held, as a share of the held sum, where it moved
     share_move_factor times as far as the sum did: the split moving, the moves cancelling in the total (volumes each at
-    a cap of its own jitter independently, and their sum moves about as much as each)."""
-    moved = f"(max_over_time({busy}[%(instance_limit_share_window)s]) - min_over_time({busy}[%(instance_limit_share_window)s]))"
-    s = f'{SUM}{{rate="{rate}"}}'
+    a cap of its own jitter independently, and their sum moves about as much as each). Not before the sum held: a
+    load's first scrape (part of an interval) or the step up to the plateau is no move of the split."""
+    moved = _moved(HELD_VOLUME_BOUND, rate)
     return (f"{moved}\n  / on {BY_HOST} group_left () {HELD}{{rate=\"{rate}\"}}\n"
             f"and {moved}\n  > on {BY_HOST} group_left () %(instance_limit_share_move_factor)s * "
-            f"(max_over_time({s}[%(instance_limit_share_window)s]) - min_over_time({s}[%(instance_limit_share_window)s]))")
+            f"{_moved(HELD_SUM_BOUND, rate)}")
 
 
 RATES = (("iops", n.DISK_BUSY_IOPS_IRATE), ("bytes", n.DISK_BUSY_BYTES_PER_SECOND_IRATE))
 
 # recorded in the cause inputs' group, in this order (each reads the one before in the same evaluation)
 INPUTS = [
-    *(Record(SUM, _host_sum(busy), labels=(("rate", rate),)) for rate, busy in RATES),
+    *(Record(VOLUME_RATE, _volumes(busy), labels=(("rate", rate),)) for rate, busy in RATES),
+    *(Record(SUM, _host_sum(rate), labels=(("rate", rate),)) for rate, _ in RATES),
     *(Record(HELD, _held(rate), labels=(("rate", rate),)) for rate, _ in RATES),
-    *(Record(SHARE, _volumes(_share_range(rate, busy)), labels=(("rate", rate),)) for rate, busy in RATES),
+    *(Record(bounds, _held_bound(series, rate, bound), labels=(("rate", rate), ("bound", bound)))
+      for bounds, series in ((HELD_SUM_BOUND, SUM), (HELD_VOLUME_BOUND, VOLUME_RATE)) for rate, _ in RATES for bound in ("max", "min")),
+    *(Record(SHARE, _share_range(rate), labels=(("rate", rate),)) for rate, _ in RATES),
     _over_limit("volume"),
     _over_limit("instance"),
 ]

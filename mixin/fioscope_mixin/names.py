@@ -189,7 +189,13 @@ ALERT_DISK_CAUSE_WAIT_ABOVE_DISK = "FioscopeDiskCauseWaitAboveDisk"
 # ---- the machine's own disk limit across its volumes, and the provider's counters (fioscope_mixin.instance_limit)
 # a host's busy provider volumes' summed per-scrape rate (label rate="iops" or "bytes"), where it has min_volumes of them
 HOST_VOLUMES_RATE_IRATE = "fioscope:host_volumes_rate:irate"
+DISK_VOLUME_RATE_IRATE = "fioscope:disk_volume_rate:irate"  # each busy provider volume's per-scrape rate (label rate)
 HOST_VOLUMES_HELD_SUM = "fioscope:host_volumes_held_sum"  # its mean over the window, where the sum held (label rate)
+# the most and least (label bound="max"|"min") the host's sum and each volume's rate were over each window the sum held
+# (label rate): the moves are measured over held scrapes alone (a load's first scrape, part of an interval, would count
+# as the sum moving for all of share_window)
+HOST_VOLUMES_HELD_RATE_BOUND = "fioscope:host_volumes_held_rate_bound"
+DISK_VOLUME_HELD_RATE_BOUND = "fioscope:disk_volume_held_rate_bound"
 # how far a volume's own rate moved over share_window, a share of its host's held sum (label rate): the split moving
 DISK_VOLUME_SHARE_RANGE_RATIO = "fioscope:disk_volume_share_range_ratio"
 # 1 while the provider's time-over-limit counter grows (label limit="volume" or "instance"), 0 while not; absent: no counters
