@@ -73,10 +73,14 @@ def running(tmp_path):
 
 
 def pytest_runtest_logreport(report):
-    """Each file's e2e test time (setup, call and teardown), printed at the end of the run."""
+    """Each file's e2e test time (setup, call and teardown), and each test's span in the session (where the wall time
+    goes: what runs one after another), printed at the end of the run."""
     if "e2e" in report.keywords:
         path = report.nodeid.split("::")[0]
         _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+        start, end = report.start - _SESSION_START, report.stop - _SESSION_START
+        first, _last = _SPANS.get(report.nodeid, (start, end))
+        _SPANS[report.nodeid] = (min(first, start), end)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -86,9 +90,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                                 "scenarios' setup counts where their first test is):")
     for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1]):
         terminalreporter.write_line(f"  {seconds:7.0f} s  {path}")
+    terminalreporter.write_line("e2e timeline (s from the session's start: from, to, the test):")
+    for nodeid, (start, end) in sorted(_SPANS.items(), key=lambda kv: kv[1][0]):
+        terminalreporter.write_line(f"  {start:6.0f} {end:6.0f}  {nodeid[:150]}")
 
 
 _FILE_SECONDS: dict[str, float] = {}
+_SPANS: dict[str, tuple[float, float]] = {}
 _SESSION_START = time.time()
 
 
