@@ -24,7 +24,10 @@ def launch(tmp_path) -> tuple[subprocess.Popen, dict[int, str]]:
     log = tmp_path / "launcher.log"
     proc = subprocess.Popen([sys.executable, "-m", "fioscope_mixin.native", "--data-dir", str(tmp_path / "data"),
                              *(arg for port in ports for arg in ("--set", port))],
-                            stdout=log.open("w"), stderr=subprocess.STDOUT, env=checkout_env())
+                            stdout=log.open("w"), stderr=subprocess.STDOUT, env=checkout_env(),
+                            # Ctrl-C's SIGINT as in a terminal's foreground: a run started in the background of a
+                            # script (`.ci/run &`) inherits SIGINT ignored, and the launcher would never see it
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         wait_for(lambda: "native stack up" in log.read_text() or proc.poll() is not None, 90, what="the native stack up")
         assert proc.poll() is None, log.read_text()[-2000:]
