@@ -24,7 +24,11 @@ def pytest_configure(config):
                                        "the rest of the suite runs beside it)")
     config.addinivalue_line("markers", "beside_scenarios: an e2e test light on CPU and indifferent to it, run while the lab "
                                        "scenarios' loads go on (tests/helpers/scenarios.py): their minutes of waiting are its")
-    config.addinivalue_line("markers", "before_scenarios: an e2e test run first, on a host no lab scenario has loaded yet")
+    config.addinivalue_line("markers", "beside_episode(name): an e2e test run while the background episode `name` goes on "
+                                       "(tests/helpers/episodes.py; started by the first such test): its stacks watch only its "
+                                       "own disks")
+    config.addinivalue_line("markers", "joins_episode: an e2e test that joins a background episode and asserts on it: run right "
+                                       "after the tests marked beside_episode")
     config.addinivalue_line("markers", "slow: real-component tests of 10 s or more (Prometheus backfills, Chromium, captures); "
                                        "not in the default run, run with -m slow (.ci/run does)")
     config.addinivalue_line("markers", "needs_tool(*tools): tools scripts/setup.sh builds from Go source that the test runs "
@@ -108,21 +112,38 @@ def _scenario_items(items) -> list:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The tests marked before_scenarios first (no lab scenario has loaded the host yet), then those marked
-    beside_scenarios, with the scenario lab already up (its loads run side by side from then
-    on), then the lab scenarios' tests (each waits for its own load to end), then the rest, those marked scenario_tail
-    last: the rest of the suite runs while their long loads go on. Before that, the tests that need a tool make test
-    builds after those that need none (fioscope_testkit.binaries.order_by_tool)."""
+    """The tests marked beside_scenarios first, with the scenario lab already up (its loads run side by side from then
+    on), then the lab scenarios' tests (each waits for its own load to end), then the rest: first those marked
+    beside_episode (a background episode runs beside them), then those marked episode (they join it), those marked
+    scenario_tail last: the rest of the suite runs while their long loads go on. Before that, the tests that need a
+    tool make test builds after those that need none (fioscope_testkit.binaries.order_by_tool)."""
     order_by_tool(items)
     scenario = _scenario_items(items)
-    if not scenario:
-        return
-    first = [item for item in items if item.get_closest_marker("before_scenarios")]
-    beside = [item for item in items if item.get_closest_marker("beside_scenarios")]
+    beside = [item for item in items if item.get_closest_marker("beside_scenarios")] if scenario else []
     tail = [item for item in scenario if item.get_closest_marker("scenario_tail")]
     head = [item for item in scenario if item not in tail]
-    rest = [item for item in items if item not in scenario and item not in beside and item not in first]
-    items[:] = first + beside + head + rest + tail
+    rest = [item for item in items if item not in scenario and item not in beside]
+    rest.sort(key=lambda item: 0 if item.get_closest_marker("beside_episode") else 1 if item.get_closest_marker("joins_episode") else 2)
+    items[:] = beside + head + rest + tail
+
+
+@pytest.fixture(scope="session")
+def episodes(tmp_path_factory):
+    """The background episodes (helpers.episodes), each started once; waited for at the session's end."""
+    from helpers.episodes import Episodes
+
+    running = Episodes(lambda name: tmp_path_factory.mktemp(name))
+    yield running
+    running.close()
+
+
+@pytest.fixture(autouse=True)
+def episode_running_beside(request):
+    """A beside_episode test starts its episode (once) before its own setup."""
+    marker = request.node.get_closest_marker("beside_episode")
+    if marker:
+        request.getfixturevalue("episodes").start(marker.args[0])
+    yield
 
 
 @pytest.fixture(autouse=True)

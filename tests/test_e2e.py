@@ -12,6 +12,8 @@ What once had a lab stack of its own here and is proven elsewhere (no two e2e te
   dashboards test below;
 - a healthy disk saturated by rand-read-iops pages nothing: the live diagnosis' healthy disk (the same load, 90 s);
   raw fio loads on healthy disks: tests/test_e2e_detection.py's controls;
+- the recording rules against iostat on a throttled disk (its reads flat at the cap, util saturated):
+  tests/test_iostat_agreement.py, beside its healthy disk under one stack;
 - `fioscope run etcd-wal` passing on a healthy disk and failing with FioscopeFsyncTooSlowForEtcd on a slow-fsync one:
   the real-etcd test, which runs it on both disks after etcd.
 """
@@ -36,7 +38,6 @@ from fioscope_testkit.dashboard_queries import dashboard_queries, substitute
 from fioscope_testkit.net import free_port, wait_for
 from fioscope_testkit.paths import REPO
 from fioscope_testkit.prometheus import PromClient
-from helpers.iostat import agree, print_table, sample_agreement
 from helpers.lab import THROTTLE, lab_stack, lab_state, require_root_lab
 from helpers.scenarios import Run, Scenario, timeline
 
@@ -65,21 +66,6 @@ def firing(prom: PromClient, names=THROTTLE) -> list[dict]:
     return [r["metric"] for r in prom.query('ALERTS{alertstate="firing"}') if r["metric"]["alertname"] in names]
 
 
-def test_recording_rules_agree_with_iostat_on_throttled_disk(tmp_path):
-    from fioscope import lab
-
-    disk = lab.up("throttled", name="iostat-capped", size="2G", state_dir=tmp_path / "lab")
-    try:
-        rows = sample_agreement(tmp_path, disk, [str(REPO / "fio-jobs" / "cloud-sla-70-30.fio")], env={"SIZE": "512m", "READ_IOPS": "2100", "WRITE_IOPS": "900"})
-    finally:
-        lab.down("iostat-capped", tmp_path / "lab")
-    print("\n[iostat agreement, throttled lab disk]")
-    print_table(rows)
-    assert all(r[2] is not None and agree(r[1], r[2], r[3]) for r in rows), rows
-    values = {r[0]: r[1] for r in rows}
-    assert 650 < values["r/s"] < 750 and values["util"] > 90
-
-
 def etcd_put_load(url: str, stop: threading.Event, rate: float = 50.0) -> None:
     n = 0
     while not stop.is_set():
@@ -92,6 +78,7 @@ def etcd_put_load(url: str, stop: threading.Event, rate: float = 50.0) -> None:
         stop.wait(1 / rate)
 
 
+@pytest.mark.beside_episode("machine_limit")
 @pytest.mark.parametrize("kind", ["slow-fsync", "ram"])  # ram: healthy whatever the host's own disk does
 def test_real_etcd_against_fio_etcd_wal(tmp_path, kind):
     """A real etcd's WAL fsync p99 and its alert, then `fioscope run etcd-wal` on the same disk: its verdict (pass,

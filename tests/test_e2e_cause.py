@@ -49,7 +49,10 @@ from fioscope_testkit.native_stack import NativeStack
 from fioscope_testkit.net import free_port, wait_for
 from fioscope_testkit.paths import REPO, checkout_env
 from fioscope_testkit.prometheus import PromClient
+from helpers.episodes import MARK as EPISODE_MARK
+from helpers.episodes import episode
 from helpers.lab import (
+    HostStack,
     e2e_overrides,
     fio_in_cgroup,
     fio_job,
@@ -288,7 +291,7 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
 # the split between them drifts while their sum holds at the machine's limit, and neither reaches its own cap for long:
 # the rules must name the machine's limit on both within 2 minutes, page once for the host (FioscopeInstanceDiskLimit)
 # and never per volume; the dashboard's cause row and a `fioscope capture`'s offline report (its samples of every disk,
-# the same rules) must say so too. Not beside the scenario lab: its capped disks would be more busy volumes of this host.
+# the same rules) must say so too.
 MACHINE_CAP, MACHINE_VOLUME_CAP = 1200, 1000
 MACHINE_WORDS = dict(CAUSES)["instance_limit"]
 
@@ -331,11 +334,15 @@ def instance_limit_inputs(prom: PromClient, volumes, start: float, end: float) -
     return "\n".join(lines)
 
 
-# first, before the scenario lab opens (its capped disks would be more busy volumes of this host). It once named nothing
-# in 240 s whenever the load's first scrape caught part of an interval: the share test's 5-minute range held that step
-# (fixed in the rules; alerts/tests/instance_limit_scenarios.py's v5 pins it)
-@pytest.mark.before_scenarios
-def test_machine_limit_shared_by_two_volumes(tmp_path: Path):
+# a background episode (helpers.episodes): it runs while the tests marked beside_episode("machine_limit") do, each of
+# them (and this episode) watching only its own disks (helpers.lab.HostStack: another test's lab disk would be one
+# more busy volume of this machine, or this machine's volumes more of its). It once named nothing in 240 s whenever the
+# load's first scrape caught part of an interval: the share test's 5-minute range held that step (fixed in the rules;
+# alerts/tests/instance_limit_scenarios.py's v5 pins it)
+@episode("machine_limit")
+def machine_limit_episode(tmp_path: Path) -> dict:
+    """The machine's limit over two volumes: returns what the test asserts on (causes named and when, the host alert,
+    per-volume pages, the dashboard's cause row, the cause's inputs, the capture's exit and bundle)."""
     require_root_lab()
     from fioscope import lab
     from helpers.lab import LEARN_FAST
@@ -343,8 +350,8 @@ def test_machine_limit_shared_by_two_volumes(tmp_path: Path):
     loads: list = []
     with contextlib.ExitStack() as stack_of:
         up = stack_of.enter_context(lab_disks(tmp_path / "lab"))
-        first = up("healthy", "vm-vol-a")
-        second = up("healthy", "vm-vol-b")
+        first = up("healthy", f"{EPISODE_MARK}-vol-a")
+        second = up("healthy", f"{EPISODE_MARK}-vol-b")
         assert first.backing_device == second.backing_device, "both backing files must share one device"
         volumes = {first.device_name: first, second.device_name: second}
         light = {d: fio_job(tmp_path / f"light-{d}.fio", v.mountpoint,
@@ -362,13 +369,13 @@ def test_machine_limit_shared_by_two_volumes(tmp_path: Path):
             cap_own_device(v, first.cgroup, MACHINE_VOLUME_CAP)
         config = config_with_targets(tmp_path / "fioscope.yaml", [{"name": v.name, "directory": v.mountpoint} for v in volumes.values()])
         # the backing files' disk is the lab machine's hardware, under its cap, not one of its volumes: it carries both
-        # volumes' requests and the host's own writes (every stack's TSDB, the capture's bundle), outside the lab's
-        # machine cap; summed with the volumes it moved with those writes (CI: nothing named in 240 s). On a real VM
-        # the root volume is one of the machine's volumes, its traffic inside the instance's cap
+        # volumes' requests and the host's own writes (every stack's TSDB, the capture's bundle, the tests beside),
+        # outside the lab's machine cap; summed with the volumes it moved with those writes (CI: nothing named in 240
+        # s). On a real VM the root volume is one of the machine's volumes, its traffic inside the instance's cap
         backend = Path(f"/sys/dev/block/{first.backing_device}").resolve().name
-        stack = stack_of.enter_context(started(NativeStack(tmp_path / "stack", e2e_overrides(
+        stack = stack_of.enter_context(started(HostStack(tmp_path / "stack", e2e_overrides(
             rate_window="1m", extra=[*SETTINGS, *LEARN_FAST, f"thresholds.disk_cap_per_device.{backend}=physical"],
-            scrape_interval=SCRAPE), fioscope_config=config)))
+            scrape_interval=SCRAPE), fioscope_config=config, disks=volumes.values())))
         prom = PromClient(stack.url("prometheus"))
         wait_for(lambda: all(prom.value(f'node_disk_reads_completed_total{{device="{d}"}}') is not None for d in volumes), 90,
                  interval=1, what="node_exporter scraped")
@@ -376,10 +383,11 @@ def test_machine_limit_shared_by_two_volumes(tmp_path: Path):
         plan.write_text(yaml.safe_dump({"phases": [{"idle": "30m"}]}))
         capture_log, capture = tmp_path / "capture.log", None
         try:
-            # a capture recording every disk of the host (its one phase idle: the loads are the volumes' own)
+            # a capture recording this machine's two volumes (its one phase idle: the loads are the volumes' own)
             with capture_log.open("w") as log:
                 capture = subprocess.Popen(fioscope_command("capture", "--target.dir", first.mountpoint, "--plan", plan,
-                                                            "--output", bundle, "--interval", "5s"),
+                                                            "--output", bundle, "--interval", "5s",
+                                                            *(flag for d in volumes for flag in ("--device", d))),
                                            stdout=log, stderr=subprocess.STDOUT, env=checkout_env())
             loads.extend(fio_in_cgroup(first.cgroup, job) for job in light.values())
             wait_for(lambda: all(prom.value(f'fioscope:disk_read_await_baseline_seconds{{device="{d}"}}') is not None
@@ -388,17 +396,18 @@ def test_machine_limit_shared_by_two_volumes(tmp_path: Path):
             for proc in loads:
                 stop_fio(proc)
             loads.clear()
-            assert not any(causes(prom, d) for d in volumes), {d: causes(prom, d) for d in volumes}
+            calm = {d: causes(prom, d) for d in volumes}
             onset = time.time()
             loads.extend(fio_in_cgroup(first.cgroup, job) for job in heavy.values())
             seen: dict[str, dict[str, float]] = {d: {} for d in volumes}
             fired = None
-            while time.time() - onset < WATCH and not (fired and time.time() - onset >= WATCH_AFTER_ALERT):
-                for d in volumes:
-                    for cause in causes(prom, d):
-                        seen[d].setdefault(cause, time.time() - onset)
-                fired = fired or host_alert(prom, "FioscopeInstanceDiskLimit")
-                time.sleep(5)
+            if not any(calm.values()):
+                while time.time() - onset < WATCH and not (fired and time.time() - onset >= WATCH_AFTER_ALERT):
+                    for d in volumes:
+                        for cause in causes(prom, d):
+                            seen[d].setdefault(cause, time.time() - onset)
+                    fired = fired or host_alert(prom, "FioscopeInstanceDiskLimit")
+                    time.sleep(5)
             iops = {d: prom.value(f'fioscope:disk_iops{{device="{d}"}}') for d in volumes}
             shown = {d: cause_row(prom, d, onset - 60, time.time()) for d in volumes}
             paged_as_cap = {(series["metric"]["alertname"], series["metric"]["device"]) for series in prom.query_range(
@@ -409,22 +418,34 @@ def test_machine_limit_shared_by_two_volumes(tmp_path: Path):
             captured = stop_capture(capture) if capture else None
             for proc in loads:
                 stop_fio(proc)
+    return {"volumes": list(volumes), "calm": calm, "seen": seen, "fired": fired, "iops": iops, "shown": shown,
+            "paged_as_cap": paged_as_cap, "inputs": inputs, "captured": captured, "bundle": bundle,
+            "capture_log": capture_log}
+
+
+@pytest.mark.joins_episode
+def test_machine_limit_shared_by_two_volumes(episodes):
+    run = episodes.result("machine_limit")
+    volumes, seen, fired, bundle = run["volumes"], run["seen"], run["fired"], run["bundle"]
     print(f"\n[machine's limit] {MACHINE_CAP} reads/s over {', '.join(volumes)} (each capped at {MACHINE_VOLUME_CAP}); "
-          f"IO/s at the end {iops}; causes named (s after onset): {seen}")
+          f"IO/s at the end {run['iops']}; causes named (s after onset): {seen}")
     if fired:
         print(f"[machine's limit] {fired['annotations']['summary']}: {fired['annotations']['description']}")
-    print(f"[machine's limit] the cause's inputs, a scrape a column from a minute before onset:\n{inputs}")
+    print(f"[machine's limit] the cause's inputs, a scrape a column from a minute before onset:\n{run['inputs']}")
+    assert not any(run["calm"].values()), f"a cause named under the light load: {run['calm']}"
     for d in volumes:
         assert "instance_limit" in seen[d], f"{d}: the machine's limit not named in {WATCH} s (named: {seen})"
         assert seen[d]["instance_limit"] <= NAMED_WITHIN + 15, f"{d}: named {seen[d]['instance_limit']:.0f} s after onset"
         assert set(seen[d]) == {"instance_limit"}, f"{d}: other causes named: {seen}"
     assert fired, "FioscopeInstanceDiskLimit did not fire"
     assert all(d in fired["annotations"]["description"] for d in volumes), fired["annotations"]["description"]
-    assert not paged_as_cap, f"a volume was paged as throttled by its own cap: {sorted(paged_as_cap)}"
-    print(f"[machine's limit] the dashboard's cause row showed: {shown}")
-    assert all(rows == {"not slow", "the machine's limit"} for rows in shown.values()), shown
-    assert captured == 130 and (bundle / "report.json").is_file(), f"capture exited {captured}: {capture_log.read_text()[-2000:]}"
+    assert not run["paged_as_cap"], f"a volume was paged as throttled by its own cap: {sorted(run['paged_as_cap'])}"
+    print(f"[machine's limit] the dashboard's cause row showed: {run['shown']}")
+    assert all(rows == {"not slow", "the machine's limit"} for rows in run["shown"].values()), run["shown"]
+    assert run["captured"] == 130 and (bundle / "report.json").is_file(), \
+        f"capture exited {run['captured']}: {run['capture_log'].read_text()[-2000:]}"
     report = json.loads((bundle / "report.json").read_text())
+    assert sorted(x["device"] for x in report["devices"]) == sorted(volumes), "the capture recorded other devices"
     for d in volumes:
         [device] = [x for x in report["devices"] if x["device"] == d]
         print(f"[machine's limit] the capture's report: {device['verdict']}")

@@ -13,6 +13,7 @@ from helpers.scenarios import device_timeline
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.beside_episode("machine_limit")
 def test_prometheus_restarted_during_a_run(tmp_path):
     """Prometheus goes away in the middle of a capped run: the run window and the throttling alert still appear."""
     require_root_lab()

@@ -17,10 +17,9 @@ from pathlib import Path
 
 from fioscope.jobs import load_job
 from fioscope_mixin.columns import CPU_MODES
-from fioscope_testkit.native_stack import NativeStack
 from fioscope_testkit.prometheus import PromClient
 
-from helpers.lab import e2e_overrides
+from helpers.lab import HostStack, e2e_overrides
 from helpers.results import config_with_targets
 
 WINDOW = 40
@@ -80,28 +79,37 @@ def print_table(rows: list[tuple]) -> None:
         print(f"{column:>10} {io_value:10.2f} {prom_value if prom_value is not None else float('nan'):11.2f} {diff:>8}")
 
 
-def sample_agreement(tmp_path, disk, load_args: list[str], runtime: int = 2 * WINDOW + 25, env: dict | None = None):
-    """Run a load on ``disk``, sample iostat over WINDOW s mid-way, return the comparison rows."""
-    stack = NativeStack(tmp_path / "stack", e2e_overrides(rate_window=f"{WINDOW}s"),
-                        fioscope_config=config_with_targets(tmp_path / "fioscope.yaml", []))
+def sample_agreement(tmp_path, loads: list[tuple], runtime: int = 2 * WINDOW + 25) -> dict[str, list[tuple]]:
+    """Run each load ``(disk, fio args, env)`` on its disk at once, under one stack watching those disks; sample iostat
+    over WINDOW s mid-way; return each disk's comparison rows by device name."""
+    stack = HostStack(tmp_path / "stack", e2e_overrides(rate_window=f"{WINDOW}s"),
+                      fioscope_config=config_with_targets(tmp_path / "fioscope.yaml", []), disks=[disk for disk, _, _ in loads])
     stack.start()
     prom = PromClient(stack.url("prometheus"))
-    defaults = load_job(Path(load_args[0]), {"TARGET_DIR": disk.mountpoint}).defaults  # the profile's "; default:" lines
-    load = subprocess.Popen(["fio", *load_args, f"--runtime={runtime}", "--output=/dev/null"],
-                            env={**defaults, "TARGET_DIR": disk.mountpoint, "RUNTIME": str(runtime), "PATH": "/usr/bin:/bin",
-                                 **(env or {})},
-                            start_new_session=True,
-                            # a throttled lab disk caps what runs in its cgroup: the load joins it, the stack does not
-                            preexec_fn=(lambda: Path(disk.cgroup, "cgroup.procs").write_text(str(os.getpid()))) if disk.cgroup else None)
+    procs = []
     try:
+        for disk, load_args, env in loads:
+            defaults = load_job(Path(load_args[0]), {"TARGET_DIR": disk.mountpoint}).defaults  # the profile's "; default:" lines
+            procs.append(subprocess.Popen(
+                ["fio", *load_args, f"--runtime={runtime}", "--output=/dev/null"],
+                env={**defaults, "TARGET_DIR": disk.mountpoint, "RUNTIME": str(runtime), "PATH": "/usr/bin:/bin", **(env or {})},
+                start_new_session=True,
+                # a throttled lab disk caps what runs in its cgroup: the load joins it, the stack does not
+                preexec_fn=_joins(disk.cgroup) if disk.cgroup else None))
         time.sleep(WINDOW + 3)  # the rate window fills with steady load
-        out = subprocess.run(["iostat", "-x", "-o", "JSON", "-c", "-d", disk.device_name, str(WINDOW), "2"],
+        devices = [disk.device_name for disk, _, _ in loads]
+        out = subprocess.run(["iostat", "-x", "-o", "JSON", "-c", "-d", *devices, str(WINDOW), "2"],
                              capture_output=True, text=True, check=True).stdout
         at = time.time() + 0.5  # the first evaluation after iostat's last read (1 s evaluation interval)
         time.sleep(3)
         sample = json.loads(out)["sysstat"]["hosts"][0]["statistics"][-1]
-        return compare(prom, disk.device_name, at, sample)
+        return {device: compare(prom, device, at, sample) for device in devices}
     finally:
-        os.killpg(load.pid, signal.SIGKILL)  # fio's job processes too
-        load.wait()
+        for proc in procs:
+            os.killpg(proc.pid, signal.SIGKILL)  # fio's job processes too
+            proc.wait()
         stack.stop()
+
+
+def _joins(cgroup: str):
+    return lambda: Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))

@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -25,6 +26,7 @@ from fioscope_testkit.native_stack import NativeStack
 from fioscope_testkit.net import free_port
 from fioscope_testkit.prometheus import PromClient
 
+from helpers.episodes import MARK as EPISODE_MARK
 from helpers.processes import Exporter, NodeExporter
 from helpers.results import config_with_targets
 
@@ -53,12 +55,41 @@ def require_root_lab():
         require(tool)
 
 
-def lab_state() -> tuple[str, list[Path], list[str]]:
+def lab_state() -> tuple[list[str], list[Path], list[str]]:
     """Loop devices, lab cgroups and lab mounts on this machine: compared before and after a suite (or the scenario lab),
-    so a run killed earlier (its disks still there) does not fail this one."""
-    mounts = [line for line in Path("/proc/mounts").read_text().splitlines() if "fioscope-lab" in line or "/lab/" in line]
-    return (subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout,
-            sorted(p for p in Path("/sys/fs/cgroup").rglob("fioscope-lab-*") if p.is_dir()), mounts)
+    so a run killed earlier (its disks still there) does not fail this one. A background episode's are its own
+    (helpers.episodes: it takes them down itself), left out."""
+    mounts = [line for line in Path("/proc/mounts").read_text().splitlines()
+              if ("fioscope-lab" in line or "/lab/" in line) and EPISODE_MARK not in line]
+    loops = [line for line in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines()
+             if EPISODE_MARK not in line]
+    return (sorted(loops), sorted(p for p in Path("/sys/fs/cgroup").rglob("fioscope-lab-*") if p.is_dir() and EPISODE_MARK not in p.name),
+            mounts)
+
+
+# what node_exporter's default flags leave out of /sys/block besides partitions (compose.yaml), and loop devices
+_NOT_HOST_DISKS = re.compile(r"(loop|ram|zram|fd|sr|nbd)\d+")
+
+
+class HostStack(NativeStack):
+    """The native stack of one test's "machine": its node_exporter shows this machine's own whole disks and, of the lab
+    disks, only ``disks`` (and the loop devices below them). A lab disk of a test running at once is another machine's
+    volume: the machine's limit sums every busy volume a node_exporter shows, and the pages stay silent for it."""
+
+    def __init__(self, *args, disks=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        lab = [name for d in disks for name in (d.device_name, os.path.basename(d.lower_device)) if name]
+        host = [name for name in sorted(os.listdir("/sys/block")) if not _NOT_HOST_DISKS.fullmatch(name)]
+        self.devices = sorted({*lab, *host})
+
+    def commands(self) -> dict[str, list[str]]:
+        commands = super().commands()
+        if "node_exporter" in commands:
+            # the default exclude list counts as set, and the two flags exclude each other (helpers.processes.NodeExporter)
+            flags = [flag for flag in commands["node_exporter"] if not flag.startswith("--collector.diskstats.device-")]
+            commands["node_exporter"] = [*flags, "--collector.diskstats.device-exclude=",
+                                         f"--collector.diskstats.device-include=^({'|'.join(self.devices)})$"]
+        return commands
 
 
 @contextlib.contextmanager
@@ -139,7 +170,7 @@ def lab_stack(tmp_path: Path, disks: dict[str, dict], schedule: list[dict] | Non
                     **({"limits": disks[name]["limits"]} if "limits" in disks[name] else {})} for name, d in made.items()]
         config = with_schedule(config_with_targets(tmp_path / "fioscope.yaml", targets), schedule or [])
         overrides = e2e_overrides(webhook.url, extra=E2E_SETTINGS, scrape_interval=scrape_interval)
-        with started(NativeStack(tmp_path / "stack", overrides, fioscope_config=config)) as stack:
+        with started(HostStack(tmp_path / "stack", overrides, fioscope_config=config, disks=made.values())) as stack:
             yield made, stack, webhook, PromClient(stack.url("prometheus"))
 
 
