@@ -28,7 +28,7 @@ def pytest_configure(config):
                                        "(tests/helpers/episodes.py; started by the first such test): its stacks watch only its "
                                        "own disks")
     config.addinivalue_line("markers", "joins_episode: an e2e test that joins a background episode and asserts on it: run right "
-                                       "after the tests marked beside_episode")
+                                       "after the tests marked beside_episode (they run first)")
     config.addinivalue_line("markers", "slow: real-component tests of 10 s or more (Prometheus backfills, Chromium, captures); "
                                        "not in the default run, run with -m slow (.ci/run does)")
     config.addinivalue_line("markers", "needs_tool(*tools): tools scripts/setup.sh builds from Go source that the test runs "
@@ -112,19 +112,24 @@ def _scenario_items(items) -> list:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The tests marked beside_scenarios first, with the scenario lab already up (its loads run side by side from then
-    on), then the lab scenarios' tests (each waits for its own load to end), then the rest: first those marked
-    beside_episode (a background episode runs beside them), then those marked episode (they join it), those marked
+    """First the tests marked beside_episode (a background episode runs beside them), then those marked joins_episode
+    (they join it); then those marked beside_scenarios, with the scenario lab already up (its loads run side by side
+    from then on), then the lab scenarios' tests (each waits for its own load to end), then the rest, those marked
     scenario_tail last: the rest of the suite runs while their long loads go on. Before that, the tests that need a
-    tool make test builds after those that need none (fioscope_testkit.binaries.order_by_tool)."""
+    tool make test builds after those that need none (fioscope_testkit.binaries.order_by_tool).
+
+    The episodes first: `.ci/run` runs the slow suite (CPU work) beside the e2e suite's first ~17 minutes, and the lab
+    scenarios' loads must come after its busiest start (beside it, fio's completions waited for the CPU and every
+    envelope scenario named a wait above the disk beside its cap)."""
     order_by_tool(items)
+    episode = [item for item in items if item.get_closest_marker("beside_episode")]
+    episode += [item for item in items if item.get_closest_marker("joins_episode")]
     scenario = _scenario_items(items)
     beside = [item for item in items if item.get_closest_marker("beside_scenarios")] if scenario else []
     tail = [item for item in scenario if item.get_closest_marker("scenario_tail")]
     head = [item for item in scenario if item not in tail]
-    rest = [item for item in items if item not in scenario and item not in beside]
-    rest.sort(key=lambda item: 0 if item.get_closest_marker("beside_episode") else 1 if item.get_closest_marker("joins_episode") else 2)
-    items[:] = beside + head + rest + tail
+    rest = [item for item in items if item not in scenario and item not in beside and item not in episode]
+    items[:] = episode + beside + head + rest + tail
 
 
 @pytest.fixture(scope="session")
