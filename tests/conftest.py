@@ -118,9 +118,9 @@ def pytest_collection_modifyitems(session, config, items):
     scenario_tail last: the rest of the suite runs while their long loads go on. Before that, the tests that need a
     tool make test builds after those that need none (fioscope_testkit.binaries.order_by_tool).
 
-    The episodes first: `.ci/run` runs the slow suite (CPU work) beside the e2e suite's first ~17 minutes, and the lab
-    scenarios' loads must come after its busiest start (beside it, fio's completions waited for the CPU and every
-    envelope scenario named a wait above the disk beside its cap)."""
+    The episodes first: `.ci/run` runs the slow suite (CPU work, at the lowest priority) beside the e2e suite's first
+    ~17 minutes, and the lab scenarios' loads meet less of it so (beside all of it at the same nice as their fio, every
+    envelope scenario named a wait above the disk beside its cap: fio's completions waited for the CPU)."""
     order_by_tool(items)
     episode = [item for item in items if item.get_closest_marker("beside_episode")]
     episode += [item for item in items if item.get_closest_marker("joins_episode")]
