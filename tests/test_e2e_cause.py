@@ -64,6 +64,7 @@ from helpers.lab import (
 )
 from helpers.report_page import rendered
 from helpers.results import config_with_targets
+from helpers.scenarios import scrape_before_load
 
 pytestmark = pytest.mark.e2e
 
@@ -340,18 +341,11 @@ def instance_limit_inputs(prom: PromClient, volumes, start: float, end: float) -
 # load's first scrape caught part of an interval: the share test's 5-minute range held that step (fixed in the rules;
 # alerts/tests/instance_limit_scenarios.py's v5 pins it)
 def load_seen(prom: PromClient, volumes, onset: float, end: float) -> float:
-    """Seconds from the loads' launch at ``onset`` to the onset as Prometheus saw it: the last scrape before the first
-    whose summed completions over ``volumes`` grew at half the machine's cap or more (the light loads before grow at a
-    twelfth of it). fio starts its job processes in seconds alone and in up to two minutes on a CPU other tests keep
-    busy; the envelope tests measure their pages from the same scrape (scrape_before_load)."""
-    totals: dict[float, float] = {}
-    for counter in ("node_disk_reads_completed_total", "node_disk_writes_completed_total"):
-        for one in prom.query(f'{counter}{{device=~"{"|".join(volumes)}"}}[{end - onset + 60:.0f}s]', at=end):
-            for t, v in one["values"]:
-                totals[float(t)] = totals.get(float(t), 0.0) + float(v)
-    times = sorted(totals)
-    seen = next((a for a, b in zip(times, times[1:])
-                 if b > onset and totals[b] - totals[a] >= 0.5 * MACHINE_CAP * (b - a)), None)
+    """Seconds from the loads' launch at ``onset`` to the onset as Prometheus saw it (the scrape before the first whose
+    summed completions grow at half the machine's cap: the light loads before grow at a twelfth of it). fio starts its
+    job processes in seconds alone and in up to two minutes on a CPU other tests keep busy; the envelope tests time
+    their pages from the same scrape."""
+    seen = scrape_before_load(prom, list(volumes), onset, end, min_rate=0.5 * MACHINE_CAP)
     return max(0.0, seen - onset) if seen is not None else 0.0
 
 

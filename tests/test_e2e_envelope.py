@@ -30,7 +30,14 @@ from dataclasses import dataclass
 import pytest
 from fioscope_mixin.units import parse_duration
 from fioscope_testkit.prometheus import PromClient
-from helpers.scenarios import Scenario, as_long_as, once_paged, timeline, twin_of
+from helpers.scenarios import (
+    Scenario,
+    as_long_as,
+    once_paged,
+    scrape_before_load,
+    timeline,
+    twin_of,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -102,18 +109,6 @@ def fired_at(prom: PromClient, alertname: str, device: str, start: float, end: f
     return min((float(t) for one in series for t, _ in one["values"] if float(t) >= start), default=None)
 
 
-def scrape_before_load(prom: PromClient, device: str, start: float, end: float) -> float | None:
-    """The onset as Prometheus saw it: the last scrape of ``device`` before the first whose completions grew by ten or more
-    (promtool's scenarios put the onset on a scrape, which shows no load yet)."""
-    totals: dict[float, float] = {}
-    for counter in ("node_disk_reads_completed_total", "node_disk_writes_completed_total"):
-        for one in prom.query(f'{counter}{{device="{device}"}}[{end - start + 60:.0f}s]', at=end):
-            for t, v in one["values"]:
-                totals[float(t)] = totals.get(float(t), 0.0) + float(v)
-    times = sorted(totals)
-    return next((a for a, b in zip(times, times[1:]) if b >= start and totals[b] - totals[a] >= 10), None)
-
-
 @pytest.mark.parametrize("interval", INTERVALS)
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_capped_disk_pages_naming_its_ceilings_and_its_twin_stays_silent(scenario_lab, scenario, interval):
@@ -128,7 +123,7 @@ def test_capped_disk_pages_naming_its_ceilings_and_its_twin_stays_silent(scenari
     description = hit[1]["annotations"]["description"] if hit else ""
     fired = fired_at(capped.stacks[interval].prom, "FioscopeDiskThrottled", capped.disk.device_name, capped.start, capped.end)
     start = capped.start
-    onset = scrape_before_load(capped.stacks[interval].prom, capped.disk.device_name, start, capped.end)
+    onset = scrape_before_load(capped.stacks[interval].prom, [capped.disk.device_name], start, capped.end)
     print(f"\n[{interval} scrapes] {shape}: " + (
         f"FioscopeDiskThrottled firing {fired - start:.0f} s after load start"
         + (f" ({fired - onset:.0f} s after the scrape before the load's first)" if onset else "")

@@ -360,6 +360,21 @@ def timeline(run: Run, interval: str, step: float = 15) -> str:
     return f"{figures}\n{run.diagnosis}" if run.diagnosis else figures
 
 
+def scrape_before_load(prom: PromClient, devices: list[str], start: float, end: float, min_rate: float = 0.0) -> float | None:
+    """The onset as Prometheus saw it: the last scrape of ``devices`` before the first after ``start`` whose summed
+    completions grew by ten or more, and at ``min_rate`` a second or more (a load above a lighter one before it).
+    promtool's scenarios put the onset on a scrape, which shows no load yet; a load launched on a busy CPU reaches its
+    disk seconds to minutes later."""
+    totals: dict[float, float] = {}
+    for counter in ("node_disk_reads_completed_total", "node_disk_writes_completed_total"):
+        for one in prom.query(f'{counter}{{device=~"{"|".join(devices)}"}}[{end - start + 60:.0f}s]', at=end):
+            for t, v in one["values"]:
+                totals[float(t)] = totals.get(float(t), 0.0) + float(v)
+    times = sorted(totals)
+    return next((a for a, b in zip(times, times[1:]) if b >= start and totals[b] - totals[a] >= max(10.0, min_rate * (b - a))),
+                None)
+
+
 def device_timeline(prom: PromClient, device: str, start: float, end: float, step: float = 15, window: str = "long",
                     alert: str = "") -> str:
     """One device's figures and the envelope ``window``'s verdict records from ``start`` to ``end``, a column per ``step``;
