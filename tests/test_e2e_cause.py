@@ -335,11 +335,6 @@ def instance_limit_inputs(prom: PromClient, volumes, start: float, end: float) -
     return "\n".join(lines)
 
 
-# a background episode (helpers.episodes): it runs while the tests marked beside_episode("machine_limit") do, each of
-# them (and this episode) watching only its own disks (helpers.lab.HostStack: another test's lab disk would be one
-# more busy volume of this machine, or this machine's volumes more of its). It once named nothing in 240 s whenever the
-# load's first scrape caught part of an interval: the share test's 5-minute range held that step (fixed in the rules;
-# alerts/tests/instance_limit_scenarios.py's v5 pins it)
 def load_seen(prom: PromClient, volumes, onset: float, end: float) -> float:
     """Seconds from the loads' launch at ``onset`` to the onset as Prometheus saw it (the scrape before the first whose
     summed completions grow at half the machine's cap: the light loads before grow at a twelfth of it). fio starts its
@@ -349,6 +344,11 @@ def load_seen(prom: PromClient, volumes, onset: float, end: float) -> float:
     return max(0.0, seen - onset) if seen is not None else 0.0
 
 
+# a background episode (helpers.episodes): it runs while the tests marked beside_episode("machine_limit") do, each of
+# them (and this episode) watching only its own disks (helpers.lab.HostStack: another test's lab disk would be one
+# more busy volume of this machine, or this machine's volumes more of its). It once named nothing in 240 s whenever the
+# load's first scrape caught part of an interval: the share test's 5-minute range held that step (fixed in the rules;
+# alerts/tests/instance_limit_scenarios.py's v5 pins it)
 @episode("machine_limit")
 def machine_limit_episode(tmp_path: Path) -> dict:
     """The machine's limit over two volumes: returns what the test asserts on (causes named and when, the host alert,

@@ -10,7 +10,6 @@ disks (helpers.lab.HostStack), as the episode's stack watches only its own.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,10 +34,11 @@ class Episodes:
         self._mktemp = mktemp
         self._threads: dict[str, threading.Thread] = {}
         self._outcome: dict[str, tuple[bool, Any]] = {}
-        self.started_at: dict[str, float] = {}
 
     def start(self, name: str) -> None:
-        if name in self._threads:
+        """Starts ``name`` unless it runs or ran already, or its test module was not collected (a test run beside it
+        then runs alone)."""
+        if name in self._threads or name not in _REGISTERED:
             return
         fn, tmp = _REGISTERED[name], self._mktemp(f"{MARK}-{name}")
 
@@ -48,12 +48,11 @@ class Episodes:
             except BaseException as exc:  # noqa: BLE001 - handed to the test that joins it
                 self._outcome[name] = (False, exc)
 
-        self.started_at[name] = time.time()
         thread = self._threads[name] = threading.Thread(target=run, name=f"episode-{name}", daemon=True)
         thread.start()
 
     def result(self, name: str, timeout: float = 1800) -> Any:
-        self.start(name)
+        self.start(name)  # its own module registered it
         self._threads[name].join(timeout)
         if name not in self._outcome:
             raise AssertionError(f"the background episode {name} still runs after {timeout:.0f} s")

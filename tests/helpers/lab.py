@@ -27,7 +27,7 @@ from fioscope_testkit.net import free_port
 from fioscope_testkit.prometheus import PromClient
 
 from helpers.episodes import MARK as EPISODE_MARK
-from helpers.processes import Exporter, NodeExporter
+from helpers.processes import Exporter, NodeExporter, only_devices
 from helpers.results import config_with_targets
 
 # a lab stack lives minutes: the device's normal from 20 s averages, recomputed every 20 s (not every 3m: the first
@@ -63,8 +63,8 @@ def lab_state() -> tuple[list[str], list[Path], list[str]]:
               if ("fioscope-lab" in line or "/lab/" in line) and EPISODE_MARK not in line]
     loops = [line for line in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines()
              if EPISODE_MARK not in line]
-    return (sorted(loops), sorted(p for p in Path("/sys/fs/cgroup").rglob("fioscope-lab-*") if p.is_dir() and EPISODE_MARK not in p.name),
-            mounts)
+    cgroups = sorted(p for p in Path("/sys/fs/cgroup").rglob("fioscope-lab-*") if p.is_dir() and EPISODE_MARK not in p.name)
+    return sorted(loops), cgroups, mounts
 
 
 # what node_exporter's default flags leave out of /sys/block besides partitions (compose.yaml), and loop devices
@@ -85,10 +85,8 @@ class HostStack(NativeStack):
     def commands(self) -> dict[str, list[str]]:
         commands = super().commands()
         if "node_exporter" in commands:
-            # the default exclude list counts as set, and the two flags exclude each other (helpers.processes.NodeExporter)
             flags = [flag for flag in commands["node_exporter"] if not flag.startswith("--collector.diskstats.device-")]
-            commands["node_exporter"] = [*flags, "--collector.diskstats.device-exclude=",
-                                         f"--collector.diskstats.device-include=^({'|'.join(self.devices)})$"]
+            commands["node_exporter"] = [*flags, *only_devices(f"^({'|'.join(self.devices)})$")]
         return commands
 
 

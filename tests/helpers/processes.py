@@ -48,6 +48,12 @@ class Exporter:
             self.proc.kill()
 
 
+def only_devices(device_include: str) -> list[str]:
+    """node_exporter's flags for a diskstats collector that shows only the devices ``device_include`` matches (the
+    packaged default exclude list counts as set, and the two flags exclude each other)."""
+    return ["--collector.diskstats.device-exclude=", f"--collector.diskstats.device-include={device_include}"]
+
+
 class NodeExporter:
     """A real node_exporter on a free loopback port, seeing only the devices ``device_include`` matches."""
 
@@ -56,8 +62,7 @@ class NodeExporter:
         cmd = [first_installed("prometheus-node-exporter", "node_exporter"), f"--web.listen-address=127.0.0.1:{self.port}",
                "--collector.disable-defaults", "--collector.diskstats", "--collector.cpu"]
         if device_include:
-            # the packaged default exclude list counts as set, and the two flags exclude each other
-            cmd += ["--collector.diskstats.device-exclude=", f"--collector.diskstats.device-include={device_include}"]
+            cmd += only_devices(device_include)
         if web_config:
             cmd.append(f"--web.config.file={web_config}")
         self.address = f"127.0.0.1:{self.port}"
