@@ -338,8 +338,9 @@ def instance_limit_inputs(prom: PromClient, volumes, start: float, end: float) -
 def load_seen(prom: PromClient, volumes, onset: float, end: float) -> float:
     """Seconds from the loads' launch at ``onset`` to the onset as Prometheus saw it (the scrape before the first whose
     summed completions grow at half the machine's cap: the light loads before grow at a twelfth of it). fio starts its
-    job processes in seconds alone and in up to two minutes on a CPU other tests keep busy; the envelope tests time
-    their pages from the same scrape."""
+    job processes in seconds (it took up to two minutes while a slow test beside had fio's libraries out of the page
+    cache, read back at 1 IOPS: tests/test_job_check_disk.py now runs a copy); the envelope tests time their pages from
+    the same scrape."""
     seen = scrape_before_load(prom, list(volumes), onset, end, min_rate=0.5 * MACHINE_CAP)
     return max(0.0, seen - onset) if seen is not None else 0.0
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from fioscope_testkit.net import wait_for
-from helpers.lab import CAP_SCRAPE_INTERVAL, lab_stack, require_root_lab
+from helpers.lab import CAP_SCRAPE_INTERVAL, blocked_tasks, lab_stack, require_root_lab
 from helpers.scenarios import device_timeline
 
 pytestmark = pytest.mark.e2e
@@ -32,7 +32,9 @@ def test_prometheus_restarted_during_a_run(tmp_path):
             wait_for(lambda: prom.value(running), 60, what="the load to start")
         except AssertionError as exc:
             logs = {name: (stack.data_dir / "logs" / f"{name}.log").read_text()[-1500:] for name in ("fioscope", "prometheus")}
-            raise AssertionError(f"{exc}\n" + "\n".join(f"--- {name}.log\n{tail}" for name, tail in logs.items())) from None
+            # once: fio's start-up waited for library pages a slow test beside was reading back at 1 IOPS
+            raise AssertionError(f"{exc}\n" + "\n".join(f"--- {name}.log\n{tail}" for name, tail in logs.items())
+                                 + f"\n--- blocked tasks\n{blocked_tasks(made['robust-prom'].cgroup)}") from None
         loaded_at = time.time()
         # fio lays its file out first (5-10 s here, longer in CI): Prometheus goes once the capped I/O has begun
         wait_for(lambda: prom.value(f'fioscope:disk_read_iops:irate{{device="{device}"}} > 100'), 60, interval=1,

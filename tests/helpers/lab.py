@@ -55,15 +55,23 @@ def require_root_lab():
         require(tool)
 
 
+# a loop disk a test beside the e2e suite makes and takes down itself (private_disk, not a lab disk)
+PRIVATE_DISK_MARK = "fioscope-private-disk"
+
+
+def _taken_down_elsewhere(line: str) -> bool:
+    return EPISODE_MARK in line or PRIVATE_DISK_MARK in line
+
+
 def lab_state() -> tuple[list[str], list[Path], list[str]]:
     """Loop devices, lab cgroups and lab mounts on this machine: compared before and after a suite (or the scenario lab),
     so a run killed earlier (its disks still there) does not fail this one. A background episode's are its own
-    (helpers.episodes: it takes them down itself), left out."""
+    (helpers.episodes: it takes them down itself), as is a slow test's private disk, left out."""
     mounts = [line for line in Path("/proc/mounts").read_text().splitlines()
-              if ("fioscope-lab" in line or "/lab/" in line) and EPISODE_MARK not in line]
-    loops = [line for line in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines()
-             if EPISODE_MARK not in line]
-    cgroups = sorted(p for p in Path("/sys/fs/cgroup").rglob("fioscope-lab-*") if p.is_dir() and EPISODE_MARK not in p.name)
+              if ("fioscope-lab" in line or "/lab/" in line) and not _taken_down_elsewhere(line)]
+    loops = [line for line in subprocess.run(["losetup", "-a"], check=False, capture_output=True, text=True).stdout.splitlines()
+             if not _taken_down_elsewhere(line)]
+    cgroups = sorted(p for p in Path("/sys/fs/cgroup").rglob("fioscope-lab-*") if p.is_dir() and not _taken_down_elsewhere(p.name))
     return sorted(loops), cgroups, mounts
 
 
@@ -196,6 +204,51 @@ def lab_disks(state: Path):
     finally:
         for name in made:
             lab.down(name, state)
+
+
+class PrivateDisk:
+    """A loop disk of one test's own (ext4 over a sparse file in ``directory``, mounted at ``directory``/mnt): no lab
+    state, cgroup or caps, so nothing else on the machine shares its page cache or its device."""
+
+    def __init__(self, directory: Path, size_mib: int):
+        directory.mkdir(parents=True, exist_ok=True)
+        self.backing = directory / f"{PRIVATE_DISK_MARK}.img"
+        self.mountpoint = directory / "mnt"
+        self.device = ""
+        with self.backing.open("wb") as f:
+            f.truncate(size_mib << 20)
+        self.device = _run("losetup", "--direct-io=on", "--find", "--show", str(self.backing))
+        self.majmin = (Path("/sys/block") / Path(self.device).name / "dev").read_text().strip()
+        _run("mkfs.ext4", "-q", "-F", self.device)
+        self.mountpoint.mkdir()
+        _run("mount", self.device, str(self.mountpoint))
+
+    def cold(self) -> None:
+        """Every page of its files out of the page cache: unmounted and mounted again."""
+        _run("umount", str(self.mountpoint))
+        _run("mount", self.device, str(self.mountpoint))
+
+    def close(self) -> None:
+        subprocess.run(["umount", str(self.mountpoint)], check=False, capture_output=True)
+        if self.device:
+            subprocess.run(["losetup", "-d", self.device], check=False, capture_output=True)
+
+
+@contextlib.contextmanager
+def private_disk(directory: Path, size_mib: int):
+    disk = None
+    try:
+        disk = PrivateDisk(directory, size_mib)
+        yield disk
+    finally:
+        if disk is not None:
+            disk.close()
+
+
+def _run(*argv: str) -> str:
+    proc = subprocess.run(argv, check=False, capture_output=True, text=True)
+    assert proc.returncode == 0, f"{' '.join(argv)}: {proc.stderr.strip()}"
+    return proc.stdout.strip()
 
 
 @contextlib.contextmanager

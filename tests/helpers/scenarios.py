@@ -363,8 +363,8 @@ def timeline(run: Run, interval: str, step: float = 15) -> str:
 def scrape_before_load(prom: PromClient, devices: list[str], start: float, end: float, min_rate: float = 0.0) -> float | None:
     """The onset as Prometheus saw it: the last scrape of ``devices`` before the first after ``start`` whose summed
     completions grew by ten or more, and at ``min_rate`` a second or more (a load above a lighter one before it).
-    promtool's scenarios put the onset on a scrape, which shows no load yet; a load launched on a busy CPU reaches its
-    disk seconds to minutes later."""
+    promtool's scenarios put the onset on a scrape, which shows no load yet; a load launched reaches its disk seconds
+    later."""
     totals: dict[float, float] = {}
     for counter in ("node_disk_reads_completed_total", "node_disk_writes_completed_total"):
         for one in prom.query(f'{counter}{{device=~"{"|".join(devices)}"}}[{end - start + 60:.0f}s]', at=end):
