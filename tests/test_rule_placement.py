@@ -1,4 +1,4 @@
-"""stack.place_rule_groups: the rule groups named so that a real Prometheus 3 starts each at its planned point."""
+"""stack.place_rule_groups: the rule groups named so that a real Prometheus (2.42 and 3) starts each at its planned point."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from datetime import datetime
 import pytest
 import yaml
 from fioscope_mixin import prometheus
-from fioscope_mixin.native import NativeStack
+from fioscope_mixin.native import NativeStack, prometheus_major
 from fioscope_mixin.placement import CHAIN_COST_MS, TOLERANCE_S, phase_miss, placement_points
 from fioscope_mixin.settings import load_settings
-from fioscope_testkit.binaries import require_prometheus
+from fioscope_testkit.binaries import require, require_prometheus
 from fioscope_testkit.net import free_port, wait_for
 from fioscope_testkit.prometheus import PromClient
 
@@ -28,18 +28,20 @@ def phase(last_evaluation: str, interval: float) -> float:
     return at % interval
 
 
-@pytest.mark.slow  # ~40 s of a real Prometheus 3 server (make test-slow builds it; make test builds promtool alone)
-@pytest.mark.needs_tool("prometheus3")
-def test_prometheus_3_starts_each_placed_group_at_its_point_in_the_order_the_records_flow(tmp_path, monkeypatch):
-    """With stack.place_rule_groups, a real Prometheus 3 of the native stack starts every group of the evaluation
-    interval at the point planned for it (within 0.05 s, plus its timer's lateness), which is its hash's: Prometheus
-    reads the rule files by the path the names were chosen for. The points follow the records (iostat's rates, the envelope, the causes, the
+@pytest.mark.slow  # ~40 s of a real Prometheus server (make test-slow builds the 3.x one; make test builds promtool alone)
+@pytest.mark.parametrize("line", [pytest.param("3", marks=pytest.mark.needs_tool("prometheus3")), "2"])
+def test_prometheus_starts_each_placed_group_at_its_point_in_the_order_the_records_flow(tmp_path, monkeypatch, line):
+    """With stack.place_rule_groups, a real Prometheus of the native stack (either line: each hashes a group's name its
+    own way, and the stack asks its binary which it is) starts every group of the evaluation interval at the point
+    planned for it (within 0.05 s, plus its timer's lateness), which is its hash's: Prometheus reads the rule files by
+    the path the names were chosen for. The points follow the records (iostat's rates, the envelope, the causes, the
     sustained alerts), each group's share of the interval in proportion to its cost; the groups of a minute have a
     slot of their own. Without the setting the names are the committed ones."""
-    prometheus_3 = require_prometheus("prometheus", "3")
-    overrides = [*FLEET, "stack.place_rule_groups=true"]
-    files = prometheus.deployed_rule_groups(load_settings(overrides))
-    plain = prometheus.rule_groups(load_settings(FLEET))
+    server = require_prometheus("prometheus", line)
+    fleet = FLEET if line == "3" else [f for f in FLEET if "concurrent_rule_eval" not in f]  # a Prometheus 3 feature
+    overrides = [*fleet, "stack.place_rule_groups=true"]
+    files = prometheus.deployed_rule_groups(load_settings(overrides), int(line))
+    plain = prometheus.rule_groups(load_settings(fleet))
     points = placement_points(plain, "15s")
     names = {g["name"].rsplit("-", 1)[0]: g["name"] for gs in files.values() for g in gs if g["name"] not in
              {p["name"] for ps in plain.values() for p in ps}}
@@ -52,10 +54,10 @@ def test_prometheus_3_starts_each_placed_group_at_its_point_in_the_order_the_rec
     # each group has a share of the interval (15 s for the chain's 6.7 s of costs: 2.2 ms a ms) before the next starts
     assert min(gap / CHAIN_COST_MS[name] for gap, name in gaps) > 2e-3
 
-    monkeypatch.setenv("PATH", f"{os.path.dirname(prometheus_3)}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{os.path.dirname(server)}{os.pathsep}{os.environ['PATH']}")
     stack = NativeStack(tmp_path / "stack", [*overrides, f"stack.ports.prometheus={free_port()}"],
                         without=("node_exporter", "alertmanager", "fioscope"))
-    assert stack.commands()["prometheus"][0] == prometheus_3
+    assert stack.commands()["prometheus"][0] == server
     stack.start()
     try:
         client = PromClient(stack.url("prometheus"))
@@ -79,3 +81,14 @@ def test_prometheus_3_starts_each_placed_group_at_its_point_in_the_order_the_rec
 def test_a_setting_that_is_not_true_or_false_is_refused_in_one_line(tmp_path):
     with pytest.raises(SystemExit, match="^native stack: stack.place_rule_groups: expected true or false, got 'maybe'$"):
         NativeStack(tmp_path / "bad", ["stack.place_rule_groups=maybe"])
+
+
+def test_the_stack_tells_the_prometheus_line_from_its_binary(tmp_path):
+    """Debian's Prometheus says its version; a binary that is not Prometheus is refused in one line (a `go install`
+    build says none: its Go build info is read, the slow test above runs one)."""
+    assert prometheus_major(require("prometheus")) == 2
+    other = tmp_path / "prometheus"
+    other.write_text("#!/bin/sh\necho 'prometheus, version  (branch: , revision: unknown)'\n")
+    other.chmod(0o755)
+    with pytest.raises(SystemExit, match=f"^native stack: {other} does not say which Prometheus it is"):
+        prometheus_major(str(other))

@@ -17,7 +17,9 @@ with a Thanos sidecar each, and Thanos Query over the sidecars: the dashboards' 
 from __future__ import annotations
 
 import argparse
+import mmap
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -46,6 +48,26 @@ def binary(*names: str) -> str:
                      "(apt-get install prometheus prometheus-node-exporter prometheus-alertmanager)")
 
 
+def prometheus_major(path: str) -> int:
+    """The major version of the Prometheus at ``path``: placed rule groups are named for its line's hash
+    (fioscope_mixin.placement). Its --version says it (``prometheus, version 2.42.0+ds``), except a `go install`
+    build's, whose Go build info names its module's version (v0.316.0 is Prometheus 3.16.0)."""
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=False)
+        said = re.search(r"version (\d+)\.", out.stdout + out.stderr)
+        if said:
+            return int(said.group(1))
+        marker = b"\tgithub.com/prometheus/prometheus\tv0."
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as image:
+            at = image.find(marker)
+            module = re.match(rb"(\d+)\.", image[at + len(marker):at + len(marker) + 8]) if at >= 0 else None
+        if module:
+            return 3 if int(module.group(1)) >= 300 else 2
+    except (OSError, ValueError, subprocess.SubprocessError):
+        pass
+    raise SystemExit(f"native stack: {path} does not say which Prometheus it is (--version, its Go build info)")
+
+
 def node_exporter_flags() -> list[str]:
     """compose.yaml's node-exporter flags, less what only makes sense in a container."""
     compose = load_yaml(REPO / "compose.yaml", aliases=True)
@@ -70,7 +92,8 @@ class NativeStack:
             self.fleet = settings_fleet(self.settings)
             self.settings["stack"]["hosts_dir"] = str(self.fleet.directory)
             # the configuration the overrides make (the committed one is the defaults'), refused as a whole if bad
-            rendered = prometheus.render(self.settings) if self.overrides else {}
+            major = prometheus_major(binary("prometheus")) if self.overrides and self.settings["stack"]["place_rule_groups"] else 3
+            rendered = prometheus.render(self.settings, major) if self.overrides else {}
         except SettingsError as exc:
             raise SystemExit(f"native stack: {exc}") from None
         self.root = self.data_dir / "config" if self.overrides else REPO

@@ -1,8 +1,9 @@
-"""Where in the evaluation interval Prometheus 3 starts each rule group (stack.place_rule_groups).
+"""Where in the evaluation interval Prometheus starts each rule group (stack.place_rule_groups).
 
 Prometheus starts a group at ``hash(name, file) mod interval`` after each multiple of its interval
-(rules.Group.EvalTimestamp), the hash being xxHash64 of the group's two labels, ``file`` and ``name``, as Prometheus
-3 encodes a label set (each string prefixed by its length as a uvarint; Prometheus 2 hashes another encoding). Where
+(rules.Group.EvalTimestamp), the hash being xxHash64 of the group's two labels, ``file`` and ``name``, as its line
+encodes a label set: Prometheus 3 prefixes each string with its length as a uvarint, Prometheus 2 ends each with
+0xff (labels.Labels.Hash). Where
 several of the per-device groups start within a second or two, they share the cores for as long as their sum: at
 2,000 hosts on two cores, 5-8 groups starting together took 2-7 s each where they take under 1 s apart
 (docs/fleet-bench.md). The layout is a matter of names, so this module picks them: every group of the evaluation
@@ -95,18 +96,21 @@ def phase_miss(at_s: float, point_s: float, interval_s: float) -> float:
     return min(miss, interval_s - miss)
 
 
-def group_offset(name: str, file: str, interval_s: float) -> float:
-    """Seconds after each multiple of ``interval_s`` at which Prometheus 3 starts the group ``name`` of ``file``."""
-    data = b"".join(_uvarint(len(s)) + s for s in (b"file", file.encode(), b"name", name.encode()))
+def group_offset(name: str, file: str, interval_s: float, major: int = 3) -> float:
+    """Seconds after each multiple of ``interval_s`` at which Prometheus ``major`` starts the group ``name`` of
+    ``file``."""
+    strings = (b"file", file.encode(), b"name", name.encode())
+    data = b"".join(_uvarint(len(s)) + s for s in strings) if major >= 3 else b"".join(s + b"\xff" for s in strings)
     return (xxh64(data) % round(interval_s * 1e9)) / 1e9
 
 
-def _named_at(name: str, file: str, interval_s: float, point_s: float) -> str:
-    """``<name>-<n>``, the first n that Prometheus 3 starts within TOLERANCE_S of ``point_s`` into ``interval_s``."""
+def _named_at(name: str, file: str, interval_s: float, point_s: float, major: int) -> str:
+    """``<name>-<n>``, the first n that Prometheus ``major`` starts within TOLERANCE_S of ``point_s`` into
+    ``interval_s``."""
     n = 0
     while True:
         candidate = f"{name}-{n}"
-        if phase_miss(group_offset(candidate, file, interval_s), point_s, interval_s) <= TOLERANCE_S:
+        if phase_miss(group_offset(candidate, file, interval_s, major), point_s, interval_s) <= TOLERANCE_S:
             return candidate
         n += 1
 
@@ -148,10 +152,10 @@ def placement_points(files: dict[str, list[dict]], evaluation_interval: str) -> 
     return points
 
 
-def placed(files: dict[str, list[dict]], evaluation_interval: str) -> dict[str, list[dict]]:
-    """The groups of each rule file (keyed as fioscope_mixin.names.RULE_FILES), the placed ones renamed to start at
-    their point."""
+def placed(files: dict[str, list[dict]], evaluation_interval: str, major: int = 3) -> dict[str, list[dict]]:
+    """The groups of each rule file (keyed as fioscope_mixin.names.RULE_FILES), the placed ones renamed so that
+    Prometheus ``major`` starts each at its point."""
     points = placement_points(files, evaluation_interval)
-    return {file: [{**g, "name": _named_at(g["name"], rule_file_path(file), *points[g["name"]])} if g["name"] in points else g
+    return {file: [{**g, "name": _named_at(g["name"], rule_file_path(file), *points[g["name"]], major)} if g["name"] in points else g
                    for g in gs]
             for file, gs in files.items()}

@@ -29,16 +29,19 @@ def rule_groups(settings: dict) -> dict[str, list[dict]]:
             "alerts/alerts.rules.yaml": alert_rules(settings)["groups"]}
 
 
-def deployed_rule_groups(settings: dict) -> dict[str, list[dict]]:
+def deployed_rule_groups(settings: dict, prometheus_major: int = 3) -> dict[str, list[dict]]:
     """The groups of each rule file as Prometheus loads them: with stack.place_rule_groups, renamed so that
-    Prometheus 3 starts each at its point of the interval (fioscope_mixin.placement)."""
+    Prometheus ``prometheus_major`` starts each at its point of the interval (fioscope_mixin.placement)."""
     groups = rule_groups(settings)
-    return placed(groups, settings["stack"]["evaluation_interval"]) if settings["stack"]["place_rule_groups"] else groups
+    if not settings["stack"]["place_rule_groups"]:
+        return groups
+    return placed(groups, settings["stack"]["evaluation_interval"], prometheus_major)
 
 
-def render(settings: dict) -> dict[str, str]:
-    """{path relative to the repository: text} of every file above, for ``settings``."""
-    groups = deployed_rule_groups(settings)
+def render(settings: dict, prometheus_major: int = 3) -> dict[str, str]:
+    """{path relative to the repository: text} of every file above, for ``settings`` (placed groups named for
+    Prometheus ``prometheus_major``)."""
+    groups = deployed_rule_groups(settings, prometheus_major)
     return {
         **{path: HEADER + dump_yaml({"groups": groups[path]}) for path in RULE_FILES},
         "provisioning/prometheus/prometheus.yml": HEADER + dump_yaml(prometheus_config(settings)),
