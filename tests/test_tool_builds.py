@@ -18,7 +18,7 @@ from fioscope_testkit.paths import REPO
 # the tests of a real Prometheus 3 server: each times a server's rule evaluation, which promtool does not do; ~30-40 s
 # each, in the slow suite (make test-slow builds the server). Every other test of 3.x runs on promtool.
 SERVER_TESTS = {
-    "tests/test_rule_placement.py::test_prometheus_3_starts_each_placed_group_at_its_point_in_the_order_the_records_flow",
+    "tests/test_rule_placement.py::test_prometheus_starts_each_placed_group_at_its_point_in_the_order_the_records_flow[3]",
     "tests/test_shards.py::test_concurrent_rule_evaluation_is_an_option_of_the_native_stack_that_prometheus_3_runs",
 }
 # writes the collected default suite, in the order it runs, with each test's needs_tool marks
