@@ -24,8 +24,9 @@ ALL_TOOLS=(promtool3 prometheus3 kustomize dashboard-linter thanos)
 # nothing here runs a debugger on them (a panic's trace needs none)
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w -gcflags=all=-dwarf=false"
 # the default suite's, in the order they are built and their tests run: promtool first (the rule tests on 3.x, the
-# longest of these tests). Not the Prometheus 3 server: only two slow tests start one (make test-slow builds it).
-TEST_TOOLS=(promtool3 dashboard-linter kustomize)
+# longest of these tests), kustomize (14 s) before the linter (2 minutes beside the rule tests), so that its tests run
+# while the linter builds. Not the Prometheus 3 server: only two slow tests start one (make test-slow builds it).
+TEST_TOOLS=(promtool3 kustomize dashboard-linter)
 background=0
 if [ "${1:-}" = --background ]; then background=1; shift; fi
 case "$*" in
