@@ -22,6 +22,7 @@ import pytest
 import yaml
 from fioscope_mixin import columns
 from fioscope_testkit.binaries import require
+from fioscope_testkit.cli import run
 from fioscope_testkit.native_stack import NativeStack
 from fioscope_testkit.net import free_port
 from fioscope_testkit.prometheus import PromClient
@@ -214,24 +215,26 @@ class PrivateDisk:
         directory.mkdir(parents=True, exist_ok=True)
         self.backing = directory / f"{PRIVATE_DISK_MARK}.img"
         self.mountpoint = directory / "mnt"
-        self.device = ""
         with self.backing.open("wb") as f:
             f.truncate(size_mib << 20)
-        self.device = _run("losetup", "--direct-io=on", "--find", "--show", str(self.backing))
-        self.majmin = (Path("/sys/block") / Path(self.device).name / "dev").read_text().strip()
-        _run("mkfs.ext4", "-q", "-F", self.device)
-        self.mountpoint.mkdir()
-        _run("mount", self.device, str(self.mountpoint))
+        self.device = _checked("losetup", "--direct-io=on", "--find", "--show", self.backing)
+        try:  # a step failing leaves no loop device behind
+            self.majmin = (Path("/sys/block") / Path(self.device).name / "dev").read_text().strip()
+            _checked("mkfs.ext4", "-q", "-F", self.device)
+            self.mountpoint.mkdir()
+            _checked("mount", self.device, self.mountpoint)
+        except BaseException:
+            self.close()
+            raise
 
     def cold(self) -> None:
         """Every page of its files out of the page cache: unmounted and mounted again."""
-        _run("umount", str(self.mountpoint))
-        _run("mount", self.device, str(self.mountpoint))
+        _checked("umount", self.mountpoint)
+        _checked("mount", self.device, self.mountpoint)
 
     def close(self) -> None:
-        subprocess.run(["umount", str(self.mountpoint)], check=False, capture_output=True)
-        if self.device:
-            subprocess.run(["losetup", "-d", self.device], check=False, capture_output=True)
+        run(["umount", self.mountpoint])  # not mounted: nothing to do
+        run(["losetup", "-d", self.device])
 
 
 @contextlib.contextmanager
@@ -245,9 +248,9 @@ def private_disk(directory: Path, size_mib: int):
             disk.close()
 
 
-def _run(*argv: str) -> str:
-    proc = subprocess.run(argv, check=False, capture_output=True, text=True)
-    assert proc.returncode == 0, f"{' '.join(argv)}: {proc.stderr.strip()}"
+def _checked(*argv) -> str:
+    proc = run(argv)
+    assert proc.returncode == 0, f"{' '.join(map(str, argv))}: {proc.stderr.strip()}"
     return proc.stdout.strip()
 
 
