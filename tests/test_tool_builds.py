@@ -9,9 +9,10 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
-from fioscope_testkit.binaries import TEST_TOOLS, built, wait_for_build
+from fioscope_testkit.binaries import PROMETHEUS3_VERSION, TEST_TOOLS, built, require_prometheus, wait_for_build
 from fioscope_testkit.cli import run
 from fioscope_testkit.paths import REPO
 
@@ -91,3 +92,21 @@ def test_a_test_waits_for_the_build_that_holds_the_binary_s_lock(tmp_path):
 def test_a_test_that_needs_a_tool_it_is_not_marked_for_fails_in_one_line(tmp_path):
     with pytest.raises(pytest.fail.Exception, match=r"needs .*/prometheus: mark it @pytest.mark.needs_tool\('prometheus3'\)"):
         built(tmp_path / "prometheus", "prometheus3")
+
+
+@pytest.mark.needs_tool("promtool3")
+def test_promtool_3_is_the_cached_release_without_the_kubernetes_client(tmp_path):
+    """scripts/setup.sh builds Prometheus 3 as its release build names it, with the discovery it leaves out
+    refused by name (Kubernetes's is a type stub there: client-go's clients were half of promtool's cold build)."""
+    promtool = require_prometheus("promtool", "3")
+    module = PROMETHEUS3_VERSION.removeprefix("v0.")  # the Go module's v0.316.0 is Prometheus 3.16.0
+    release = f"{module[0]}.{int(module[1:3])}.{module.split('.', 1)[1]}"
+    said = run([promtool, "--version"])
+    assert f"promtool, version {release} " in said.stdout and "remove_all_sd" in said.stdout, said.stdout
+    assert b"k8s.io/client-go/kubernetes" not in Path(promtool).read_bytes()  # the typed clients: a go install has them
+    config = tmp_path / "prometheus.yml"
+    config.write_text("scrape_configs:\n- job_name: file\n  file_sd_configs: [{files: [hosts/*.yml]}]\n")
+    assert run([promtool, "check", "config", config]).returncode == 0
+    config.write_text("scrape_configs:\n- job_name: k8s\n  kubernetes_sd_configs: [{role: pod}]\n")
+    refused = run([promtool, "check", "config", config])
+    assert refused.returncode != 0 and "kubernetes_sd_configs" in refused.stdout + refused.stderr, refused.stdout + refused.stderr
