@@ -4,7 +4,7 @@ Real processes throughout: fio writing into a directory under /var/tmp (no root,
 temporary Prometheus and promtool of the report stage, signals sent the way a terminal (the whole
 process group) or a service manager (the process) sends them. The job files here are small fio jobs
 written by the tests: one that fails on its first I/O (an unaligned direct read), one that ends long
-before its phase, one whose run outlasts the capture's one-second layout run (a slow layout).
+before its phase, one whose layout is slow (its writes capped in a cgroup).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from fioscope.blockdev import device_for_path
 from fioscope_testkit.cli import fioscope, fioscope_command
 from fioscope_testkit.paths import IOSTAT, checkout_env
 from helpers.bundles import disk_directory
+from helpers.lab import write_capped_cgroup
 from helpers.report_page import Verdicts, open_in_chromium
 
 JOB = """; default: BS=4k
@@ -263,21 +264,44 @@ def _wait_for_line(proc: subprocess.Popen, text: str, timeout: float = 120) -> s
 
 @pytest.mark.parametrize("signals", [1, 2])
 def test_signals_while_laying_out_stop_fio_and_its_jobs(tmp_path, target, signals):
-    """SIGTERM while fio lays out (here: a layout run that would go on for 60 s) stops it at once; two in a row kill
-    fio's job processes too. Either way: no fio left writing to the target, no .running marker, no layout file,
-    phases.json written, exit 130."""
-    slow = job_file(tmp_path, "slowlayout", rw="randwrite", runtime="60")
+    """SIGTERM while fio lays out (here: 8 MiB as 2,048 files, each flushed at 128 KiB/s, a minute: the capture runs
+    in a cgroup capping its writes to the target's disk) stops it between two files; two in a row kill fio's job
+    processes too. Either way: no fio left writing to the target, no .running marker, no layout file, phases.json
+    written, exit 130. (One file's flush cannot be cut short: the kernel holds fio in it, SIGKILL or not.)"""
+    with write_capped_cgroup(device_for_path(target), 128 << 10) as cgroup:
+        _signals_while_laying_out(tmp_path, target, signals, cgroup)
+
+
+def test_a_job_s_own_runtime_never_runs_in_its_layout(tmp_path, target):
+    """fio lays out a job's files and runs none of its I/O (--create_only): a job that sets its own runtime, not
+    ${RUNTIME}, ran all of it unmeasured before its phase (a job of runtime=600: ten minutes of load on the
+    customer's disk before the capture began)."""
+    fixed = job_file(tmp_path, "fixedruntime", runtime="5")
+    plan = plan_file(tmp_path, f"phases:\n  - idle: 1s\n  - {{job: {fixed}, duration: 2s}}\n")
+    out = tmp_path / "bundle"
+    proc = fioscope("capture", "--target.dir", target, "--output", out, "--plan", plan, "--interval", "500ms",
+                    "--device", device_for_path(target), timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    [prepared] = [json.loads(path.read_text()) for path in (out / "prepare").rglob("*.json")]
+    assert [job["job_runtime"] for job in prepared["jobs"]] == [0], prepared["jobs"]  # laid out, not run
+    assert [job["read"]["total_ios"] for job in prepared["jobs"]] == [0]
+
+
+def _signals_while_laying_out(tmp_path: Path, target: Path, signals: int, cgroup: Path) -> None:
+    slow = job_file(tmp_path, "slowlayout", rw="randread", runtime="60")  # a read job's files are written whole
+    slow.write_text(slow.read_text() + "nrfiles=2048\n")
     plan = plan_file(tmp_path, f"phases:\n  - idle: 1s\n  - {{job: {slow}, duration: 2s}}\n")
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     out = tmp_path / "bundle"
     proc = _start(["capture", "--target.dir", target, "--output", out, "--plan", plan], tmpdir)
+    (cgroup / "cgroup.procs").write_text(str(proc.pid))  # as it starts: the fio it starts later is in the cgroup too
     try:
         seen = _wait_for_line(proc, "capture: preparing")
         deadline = time.monotonic() + 30
-        while len(processes_with(str(slow))) < 2 and time.monotonic() < deadline:  # fio and its job process
+        while not processes_with(str(slow)) and time.monotonic() < deadline:  # fio, laying out its file
             time.sleep(0.1)
-        assert len(processes_with(str(slow))) >= 2
+        assert processes_with(str(slow))
         time.sleep(1)
         sent = time.monotonic()
         for _ in range(signals):

@@ -491,8 +491,7 @@ def test_machine_limit_shared_by_two_volumes(episodes):
 #
 # A provider's cap: random reads at a queue of 16, after an idle phase, on a lab disk whose backing file lives on a lower
 # lab disk whose reads are capped for every reader (the root group's rule), as a provider caps a volume: the capture's
-# one-second layout run too, which runs outside a lab disk's own cgroup and read as a burst before the cap (named burst
-# credits exhausted, rightly, from what the rules saw). A cap on the upper disk's own device would hold requests above
+# layout too, which runs outside a lab disk's own cgroup (it only writes its files: fio --create_only). A cap on the upper disk's own device would hold requests above
 # its queue: util low, no ceiling's signature; below it, the upper disk's requests wait in flight, as a guest's do.
 #
 # Each capture is stopped (Ctrl-C, as a person would) 30 s after its case's alert: it writes the report of what it
@@ -598,7 +597,7 @@ def small_queue(device: str):
 @contextlib.contextmanager
 def root_cap(majmin: str, rule: str, limit: int):
     """Every request to ``majmin`` capped by ``rule`` (``write_bps_device``, ``read_iops_device``...), whoever issues it:
-    the flusher's write-back, a capture's layout run (cgroup v1's root group), as a provider caps a volume; lifted on
+    the flusher's write-back, a capture's layout (cgroup v1's root group), as a provider caps a volume; lifted on
     exit."""
     path = Path("/sys/fs/cgroup/blkio") / f"blkio.throttle.{rule}"
     path.write_text(f"{majmin} {limit}")

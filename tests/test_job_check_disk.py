@@ -8,20 +8,17 @@ fio's start-up opens): under strace, the fio it starts never enters, opens or st
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
-import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from fioscope_testkit.binaries import require
 from fioscope_testkit.cli import run
 from fioscope_testkit.paths import checkout_env
-from helpers.lab import private_disk
+from helpers.lab import empty_and_remove, private_disk
 
 JOB = """; default: RUNTIME=5
 [checked]
@@ -136,13 +133,3 @@ def test_the_job_check_outlasts_a_slow_disk_holding_fio(tmp_path):
     took = float(proc.stdout)
     assert took >= 30, f"the check took {took} s: fio's copy was read from the page cache, not the slow disk"
 
-
-def empty_and_remove(cgroup: Path) -> None:
-    """Its processes killed (and waited for: a cgroup with a process in it is not removed), then the cgroup."""
-    deadline = time.monotonic() + 30
-    while (pids := (cgroup / "cgroup.procs").read_text().split()) and time.monotonic() < deadline:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
-        time.sleep(0.2)
-    cgroup.rmdir()

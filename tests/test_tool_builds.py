@@ -12,7 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from fioscope_testkit.binaries import PROMETHEUS3_VERSION, TEST_TOOLS, built, require_prometheus, wait_for_build
+from fioscope_testkit.binaries import (
+    PROMETHEUS3_VERSION,
+    TEST_TOOLS,
+    built,
+    require_prometheus,
+    wait_for_build,
+)
 from fioscope_testkit.cli import run
 from fioscope_testkit.paths import REPO
 

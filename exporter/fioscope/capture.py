@@ -3,8 +3,8 @@
 Disk and CPU statistics are recorded for the whole session straight from ``/proc/diskstats``
 and ``/proc/stat`` (no iostat process to start, stop or parse; the same counters iostat
 reads), while a phase plan runs: idle, the SLA load, idle, an overload, idle (or a plan file).
-Before the plan, each load job runs once for a second so fio lays out its files then, not
-inside a phase (file creation would read as load during "idle"). The bundle directory holds:
+Before the plan, fio lays out each load job's files and runs none of its I/O (``--create_only``, whatever runtime
+the job sets), so that file creation never reads as load during "idle". The bundle directory holds:
 
 - ``samples/diskstats.jsonl``: every raw sample (time, the /proc lines), as read;
 - ``samples/fio.jsonl``: every fio status report's rates since the one before, per job and direction, as the
@@ -482,7 +482,8 @@ def run_capture(args, thresholds: Thresholds) -> int:
             if stop.is_set():
                 break
             print(f"capture: preparing {job} (fio lays out its files now, not inside a phase)", file=sys.stderr)
-            outcome = prepare.run(job, prepare_cgroup, {**env, **extra_env, "RUNTIME": "1", "MAX_RUNTIME": "1"})
+            # the files alone: a job that sets its own runtime would otherwise run it all, unmeasured
+            outcome = prepare.run(job, prepare_cgroup, {**env, **extra_env, "RUNTIME": "1", "MAX_RUNTIME": "1"}, layout_only=True)
             if not outcome.ok and not stop.is_set():
                 raise LoadFailed(f"laying out {job}'s files in {target.directory} failed: {outcome.message}; nothing was measured")
         if not stop.is_set():

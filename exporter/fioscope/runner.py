@@ -67,8 +67,9 @@ class Runner:
         return jobfile
 
     def run(self, job: str, target: Target, env: dict[str, str] | None = None,
-            on_report: Callable[[RunResult], None] | None = None) -> RunOutcome:
-        """``on_report`` sees every periodic status report (``fioscope run``'s progress line)."""
+            on_report: Callable[[RunResult], None] | None = None, layout_only: bool = False) -> RunOutcome:
+        """``on_report`` sees every periodic status report (``fioscope run``'s progress line). ``layout_only``: fio
+        lays out the job's files and runs none of its I/O (``--create_only``), whatever runtime the job sets."""
         env = {**(env or {}), "TARGET_DIR": str(target.directory)}
         jobfile = self.prepare(job, target, env)
         annotation = Annotation(
@@ -81,7 +82,7 @@ class Runner:
             marker = write_running(self.config.results_dir, jobfile.jobnames, annotation)
             self.store.start_run(jobfile.jobnames, target.name, annotation.device)
             try:
-                outcome = self._run_fio(jobfile, target, env, annotation, on_report, marker)
+                outcome = self._run_fio(jobfile, target, env, annotation, on_report, marker, layout_only)
             finally:
                 self.store.finish_run(jobfile.jobnames, target.name)
             try:
@@ -107,14 +108,16 @@ class Runner:
             kill_tree(process.pid)
 
     def _run_fio(self, jobfile: JobFile, target: Target, env: dict[str, str], annotation: Annotation,
-                 on_report: Callable[[RunResult], None] | None = None, marker: Path | None = None) -> RunOutcome:
+                 on_report: Callable[[RunResult], None] | None = None, marker: Path | None = None,
+                 layout_only: bool = False) -> RunOutcome:
         outcome = RunOutcome(profile=jobfile.path.stem, jobnames=jobfile.jobnames, ok=False, annotation=annotation)
         interval = max(1, round(self.config.status_interval_seconds))
         if not target.directory.is_dir():
             outcome.message = f"target directory {target.directory} does not exist"
             return outcome
         try:  # by its absolute path: the job's environment never picks the program
-            cmd = [fio_executable(self.config.fio_binary), str(jobfile.path), "--output-format=json+", f"--status-interval={interval}"]
+            cmd = [fio_executable(self.config.fio_binary), str(jobfile.path), "--output-format=json+", f"--status-interval={interval}",
+                   *(["--create_only=1"] if layout_only else [])]
         except ConfigError as exc:
             outcome.message = f"cannot start fio: {exc}"
             return outcome

@@ -254,6 +254,41 @@ def _checked(*argv) -> str:
     return proc.stdout.strip()
 
 
+def empty_and_remove(cgroup: Path) -> None:
+    """Its processes killed (and waited for: a cgroup with a process in it is not removed), then the cgroup."""
+    deadline = time.monotonic() + 30
+    while (pids := (cgroup / "cgroup.procs").read_text().split()) and time.monotonic() < deadline:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        time.sleep(0.2)
+    cgroup.rmdir()
+
+
+@contextlib.contextmanager
+def write_capped_cgroup(device: str, bytes_per_second: int):
+    """A cgroup of one test's own whose writes to ``device`` (a whole disk: vda) go at ``bytes_per_second``; its
+    processes killed and the cgroup removed afterwards. Skips without root or a cgroup I/O controller."""
+    if os.geteuid() != 0:
+        pytest.skip("a cgroup capping a disk's writes needs root")
+    from fioscope.lab import CGROUP_ROOT, cgroup_version
+
+    version = cgroup_version()
+    if not version:
+        pytest.skip("no cgroup I/O controller")
+    majmin = (Path("/sys/block") / device / "dev").read_text().strip()
+    cgroup = (CGROUP_ROOT / "blkio" if version == 1 else CGROUP_ROOT) / f"fioscope-test-write-cap-{os.getpid()}-{time.monotonic_ns()}"
+    cap, capped, uncapped = ((cgroup / "blkio.throttle.write_bps_device", f"{majmin} {bytes_per_second}", f"{majmin} 0")
+                             if version == 1 else (cgroup / "io.max", f"{majmin} wbps={bytes_per_second}", f"{majmin} wbps=max"))
+    cgroup.mkdir()
+    try:
+        cap.write_text(capped)
+        yield cgroup
+    finally:  # uncapped first: a killed process waits for its throttled writes before it leaves the cgroup
+        cap.write_text(uncapped)
+        empty_and_remove(cgroup)
+
+
 @contextlib.contextmanager
 def webhook_receiver():
     webhook = Webhook()
