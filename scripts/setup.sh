@@ -147,13 +147,22 @@ build_thanos() {
   return $status
 }
 
+# whether TOOL's binary BIN is there as these builds make it: Prometheus 3's says its release (one built before the
+# builds stamped it, with the Kubernetes client, is built again)
+built_now() {  # TOOL BIN
+  [ -x "$2" ] || return 1
+  case $1 in
+    promtool3|prometheus3) "$2" --version 2>&1 | grep -q "version $PROMETHEUS3_RELEASE " ;;
+  esac
+}
+
 # build TOOL [FD]: TOOL's binary unless it is there, holding <binary>.lock (FD: already held), output to <binary>.log
 build() {
   local tool=$1 fd=${2:-} bin; bin=$(binary_of "$1")
   mkdir -p "$(dirname "$bin")"
   if [ -z "$fd" ]; then exec {fd}>"$bin.lock"; flock "$fd"; fi
   local status=0
-  if [ ! -x "$bin" ]; then
+  if ! built_now "$tool" "$bin"; then
     echo "setup.sh: building $tool into $bin (log: $bin.log)" >&2
     local t0=$SECONDS
     "build_$tool" "$bin" >"$bin.log" 2>&1 || status=$?
@@ -177,7 +186,7 @@ fi
 held=() pending=()
 for t in "${tools[@]}"; do
   bin=$(binary_of "$t")
-  if [ -x "$bin" ]; then held+=(built); continue; fi
+  if built_now "$t" "$bin"; then held+=(built); continue; fi
   pending+=("$t")
   mkdir -p "$(dirname "$bin")"
   exec {fd}>"$bin.lock"

@@ -84,11 +84,17 @@ def test_a_setting_that_is_not_true_or_false_is_refused_in_one_line(tmp_path):
 
 
 def test_the_stack_tells_the_prometheus_line_from_its_binary(tmp_path):
-    """Debian's Prometheus says its version; a binary that is not Prometheus is refused in one line (a `go install`
-    build says none: its Go build info is read, the slow test above runs one)."""
+    """Debian's Prometheus says its version; a `go install` build says none, its Go build info names the module's
+    version (v0.316.0: Prometheus 3.16.0; here a script that carries that line as Go writes it); a binary that is not
+    Prometheus is refused in one line."""
     assert prometheus_major(require("prometheus")) == 2
+    unversioned = "#!/bin/sh\necho 'prometheus, version  (branch: , revision: unknown)'\n"
+    installed = tmp_path / "installed"
+    installed.write_text(unversioned + "# mod\tgithub.com/prometheus/prometheus\tv0.316.0\th1:...\n")
+    installed.chmod(0o755)
+    assert prometheus_major(str(installed)) == 3
     other = tmp_path / "prometheus"
-    other.write_text("#!/bin/sh\necho 'prometheus, version  (branch: , revision: unknown)'\n")
+    other.write_text(unversioned)
     other.chmod(0o755)
     with pytest.raises(SystemExit, match=f"^native stack: {other} does not say which Prometheus it is"):
         prometheus_major(str(other))
