@@ -24,7 +24,7 @@ from fioscope.blockdev import device_for_path
 from fioscope_testkit.cli import fioscope, fioscope_command
 from fioscope_testkit.paths import IOSTAT, checkout_env
 from helpers.bundles import disk_directory
-from helpers.lab import write_capped_cgroup
+from helpers.lab import capped_cgroup
 from helpers.report_page import Verdicts, open_in_chromium
 
 JOB = """; default: BS=4k
@@ -268,7 +268,8 @@ def test_signals_while_laying_out_stop_fio_and_its_jobs(tmp_path, target, signal
     in a cgroup capping its writes to the target's disk) stops it between two files; two in a row kill fio's job
     processes too. Either way: no fio left writing to the target, no .running marker, no layout file, phases.json
     written, exit 130. (One file's flush cannot be cut short: the kernel holds fio in it, SIGKILL or not.)"""
-    with write_capped_cgroup(device_for_path(target), 128 << 10) as cgroup:
+    disk = (Path("/sys/block") / device_for_path(target) / "dev").read_text().strip()
+    with capped_cgroup(disk, "write_bps", 128 << 10) as cgroup:
         _signals_while_laying_out(tmp_path, target, signals, cgroup)
 
 

@@ -18,7 +18,7 @@ import pytest
 from fioscope_testkit.binaries import require
 from fioscope_testkit.cli import run
 from fioscope_testkit.paths import checkout_env
-from helpers.lab import empty_and_remove, private_disk
+from helpers.lab import capped_cgroup, private_disk
 
 JOB = """; default: RUNTIME=5
 [checked]
@@ -93,11 +93,6 @@ def test_the_job_check_outlasts_a_slow_disk_holding_fio(tmp_path):
         pytest.skip("a disk of the test's own and a cgroup capping its reads need root")
     for tool in ("losetup", "mkfs.ext4", "ldd"):
         require(tool)
-    from fioscope.lab import CGROUP_ROOT, cgroup_version
-
-    version = cgroup_version()
-    if not version:
-        pytest.skip("no cgroup I/O controller")
     fio = Path(os.path.realpath(shutil.which("fio") or "fio"))
     libs = [Path(p) for p in re.findall(r"=> (/\S+)", run(["ldd", fio]).stdout)]
     target = tmp_path / "target"
@@ -114,21 +109,10 @@ def test_the_job_check_outlasts_a_slow_disk_holding_fio(tmp_path):
         resolved = run(["ldd", copy], env={**os.environ, "LD_LIBRARY_PATH": str(libraries)}).stdout
         assert all(f"=> {libraries / lib.name} " in resolved for lib in libs), resolved  # the copy loads the copies
         disk.cold()
-        cgroup = (CGROUP_ROOT / "blkio" if version == 1 else CGROUP_ROOT) / f"fioscope-test-slow-check-{os.getpid()}"
-        cgroup.mkdir()
-        if version == 1:
-            cap = cgroup / "blkio.throttle.read_iops_device"
-            capped, uncapped = f"{disk.majmin} {READ_IOPS}", f"{disk.majmin} 0"
-        else:
-            cap = cgroup / "io.max"
-            capped, uncapped = f"{disk.majmin} riops={READ_IOPS}", f"{disk.majmin} riops=max"
-        try:
-            cap.write_text(capped)
+        # a check that outlasted the timeout leaves its fio in the cgroup: uncapped, it ends at once
+        with capped_cgroup(disk.majmin, "read_iops", READ_IOPS) as cgroup:
             proc = run([sys.executable, "-c", _CHECK_ON_A_SLOW_DISK, job, target, cgroup, copy, libraries],
                        env=checkout_env(), timeout=600)
-        finally:  # a check that outlasted the timeout leaves its fio in the cgroup: uncapped, it ends at once
-            cap.write_text(uncapped)
-            empty_and_remove(cgroup)
     assert proc.returncode == 0, proc.stderr[-2000:]  # before: "cannot run fio --showcmd: ... timed out after 30 seconds"
     took = float(proc.stdout)
     assert took >= 30, f"the check took {took} s: fio's copy was read from the page cache, not the slow disk"

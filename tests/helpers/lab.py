@@ -265,26 +265,31 @@ def empty_and_remove(cgroup: Path) -> None:
     cgroup.rmdir()
 
 
+# a cgroup's I/O limits by name: cgroup v1's blkio.throttle file, cgroup v2's io.max key
+IO_LIMITS = {"read_iops": ("blkio.throttle.read_iops_device", "riops"), "write_bps": ("blkio.throttle.write_bps_device", "wbps")}
+
+
 @contextlib.contextmanager
-def write_capped_cgroup(device: str, bytes_per_second: int):
-    """A cgroup of one test's own whose writes to ``device`` (a whole disk: vda) go at ``bytes_per_second``; its
-    processes killed and the cgroup removed afterwards. Skips without root or a cgroup I/O controller."""
+def capped_cgroup(majmin: str, limit: str, value: int):
+    """A cgroup of one test's own whose ``limit`` (IO_LIMITS: read_iops, write_bps) on the disk ``majmin`` is
+    ``value``; uncapped, its processes killed and the cgroup removed afterwards. Skips without root or a cgroup I/O
+    controller."""
     if os.geteuid() != 0:
-        pytest.skip("a cgroup capping a disk's writes needs root")
+        pytest.skip("a cgroup capping a disk's I/O needs root")
     from fioscope.lab import CGROUP_ROOT, cgroup_version
 
     version = cgroup_version()
     if not version:
         pytest.skip("no cgroup I/O controller")
-    majmin = (Path("/sys/block") / device / "dev").read_text().strip()
-    cgroup = (CGROUP_ROOT / "blkio" if version == 1 else CGROUP_ROOT) / f"fioscope-test-write-cap-{os.getpid()}-{time.monotonic_ns()}"
-    cap, capped, uncapped = ((cgroup / "blkio.throttle.write_bps_device", f"{majmin} {bytes_per_second}", f"{majmin} 0")
-                             if version == 1 else (cgroup / "io.max", f"{majmin} wbps={bytes_per_second}", f"{majmin} wbps=max"))
+    v1_file, v2_key = IO_LIMITS[limit]
+    cgroup = (CGROUP_ROOT / "blkio" if version == 1 else CGROUP_ROOT) / f"fioscope-test-{limit}-{os.getpid()}-{time.monotonic_ns()}"
+    cap, capped, uncapped = ((cgroup / v1_file, f"{majmin} {value}", f"{majmin} 0") if version == 1
+                             else (cgroup / "io.max", f"{majmin} {v2_key}={value}", f"{majmin} {v2_key}=max"))
     cgroup.mkdir()
     try:
         cap.write_text(capped)
         yield cgroup
-    finally:  # uncapped first: a killed process waits for its throttled writes before it leaves the cgroup
+    finally:  # uncapped first: a killed process waits for its throttled I/O before it leaves the cgroup
         cap.write_text(uncapped)
         empty_and_remove(cgroup)
 
