@@ -273,19 +273,23 @@ def test_signals_while_laying_out_stop_fio_and_its_jobs(tmp_path, target, signal
         _signals_while_laying_out(tmp_path, target, signals, cgroup)
 
 
-def test_a_job_s_own_runtime_never_runs_in_its_layout(tmp_path, target):
-    """fio lays out a job's files and runs none of its I/O (--create_only): a job that sets its own runtime, not
-    ${RUNTIME}, ran all of it unmeasured before its phase (a job of runtime=600: ten minutes of load on the
-    customer's disk before the capture began)."""
-    fixed = job_file(tmp_path, "fixedruntime", runtime="5")
+def test_a_job_s_own_runtime_runs_neither_in_its_layout_nor_past_its_phase(tmp_path, target):
+    """A job that sets its own runtime, not ${RUNTIME}: fio lays out its files and runs none of its I/O
+    (--create_only; it ran all of it, unmeasured, before: a job of runtime=600 loaded the customer's disk for ten
+    minutes before the capture began), and its phase ends on time (stopped 5 s past its end, counted as the load
+    it was, not failed)."""
+    fixed = job_file(tmp_path, "fixedruntime", runtime="60")
     plan = plan_file(tmp_path, f"phases:\n  - idle: 1s\n  - {{job: {fixed}, duration: 2s}}\n")
     out = tmp_path / "bundle"
     proc = fioscope("capture", "--target.dir", target, "--output", out, "--plan", plan, "--interval", "500ms",
                     "--device", device_for_path(target), timeout=120)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     [prepared] = [json.loads(path.read_text()) for path in (out / "prepare").rglob("*.json")]
-    assert [job["job_runtime"] for job in prepared["jobs"]] == [0], prepared["jobs"]  # laid out, not run
-    assert [job["read"]["total_ios"] for job in prepared["jobs"]] == [0]
+    assert [(job["job_runtime"], job["read"]["total_ios"]) for job in prepared["jobs"]] == [(0, 0)], prepared["jobs"]
+    load = json.loads((out / "phases.json").read_text())[-1]
+    assert load["phase"] == "load" and "failed" not in load and load["end"] - load["start"] < 15, load
+    [result] = [json.loads(path.read_text()) for path in (out / "results").glob("*.json")]
+    assert [job["read"]["total_ios"] > 0 for job in result["jobs"]] == [True]  # its load, measured
 
 
 def _signals_while_laying_out(tmp_path: Path, target: Path, signals: int, cgroup: Path) -> None:

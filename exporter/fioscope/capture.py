@@ -47,6 +47,7 @@ from .thresholds import Thresholds
 
 if TYPE_CHECKING:
     from .http import Server
+    from .runner import Runner
     from .store import Store
 
 log = logging.getLogger("fioscope.capture")
@@ -59,6 +60,7 @@ MIN_INTERVAL, MAX_INTERVAL = 0.1, 3600.0  # 1 ms sampled 1,000 times a second; a
 MAX_PHASES = 100
 MAX_PLAN_SECONDS = 24 * 3600.0
 SHORT_RUN = 0.5  # a time-based load that ran less than this share of its phase failed (ENOSPC, an I/O error...)
+PHASE_GRACE_SECONDS = 5.0  # a load still running this long after its phase's end is stopped (a job's own runtime)
 SLA_ENV = {"READ_IOPS": "700", "WRITE_IOPS": "300"}  # cloud-sla-70-30's own defaults: the SLA load
 OVERLOAD_ENV = {"READ_IOPS": "1400", "WRITE_IOPS": "600"}  # 200 %
 
@@ -378,6 +380,19 @@ def _time_based(jobfile) -> bool:
     return any(scope.get("time_based", "0") not in ("0", "false") for scope in scopes if "time_based" in scope)
 
 
+def phase_bound(runner: Runner, seconds: float) -> tuple[threading.Timer, threading.Event]:
+    """A timer that stops ``runner``'s fio PHASE_GRACE_SECONDS past the end of a phase of ``seconds`` (a job that sets
+    its own runtime, not ${RUNTIME}, would outlast it; fio prints its final report: the load that ran its phase), and
+    the event it sets when it does."""
+    overran = threading.Event()
+
+    def cut() -> None:
+        overran.set()
+        runner.stop()
+
+    return threading.Timer(seconds + PHASE_GRACE_SECONDS, cut), overran
+
+
 def load_failure(outcome, seconds: float, time_based: bool) -> str:
     """Why a load phase's run does not count as the load it was meant to be ("" where it does): fio failed, or a
     time-based job ran far shorter than its phase."""
@@ -504,8 +519,13 @@ def run_capture(args, thresholds: Thresholds) -> int:
                     fio_rates.add()
                     progress.phase(i, s)
 
-                outcome = runner.run(p.job, target, phase_env(p, extra_env), on_report=tick)
-                failed = "" if stop.is_set() else load_failure(outcome, p.seconds, time_based[i])
+                bound, overran = phase_bound(runner, p.seconds)
+                bound.start()
+                try:
+                    outcome = runner.run(p.job, target, phase_env(p, extra_env), on_report=tick)
+                finally:
+                    bound.cancel()
+                failed = "" if stop.is_set() or overran.is_set() else load_failure(outcome, p.seconds, time_based[i])
                 if failed:
                     print(f"\ncapture: {p.title}: the load failed: {failed}", file=sys.stderr)
             phases_log.append({"phase": p.kind, "title": p.title, "start": wall, "end": time.time(),
