@@ -143,8 +143,12 @@ def test_capture_on_a_throttled_lab_disk(tmp_path):
     out = tmp_path / "bundle"
     started = time.time()
     try:
+        # the idle after the SLA load lasts 40 s: the device's normal await is what it did a minute before, while its
+        # util stayed low (fioscope:disk_await_unsaturated_seconds), so the overload must start over 20 s after the
+        # 40 s load's end for the SLA load to be its normal (with 20 s the one before was the capture's layout, which
+        # ran the job for a second then; a fresh lab disk has nothing else)
         proc = fioscope("capture", "--target.dir", disk.mountpoint, "--target.cgroup", disk.cgroup, "--output", str(out),
-                        "--idle", "20s", "--load", "40s", "--env", "SIZE=64m", timeout=600)
+                        "--idle", "40s", "--load", "40s", "--env", "SIZE=64m", timeout=600)
     finally:
         lab.down(disk.name, state)
     took = time.time() - started

@@ -60,7 +60,7 @@ MIN_INTERVAL, MAX_INTERVAL = 0.1, 3600.0  # 1 ms sampled 1,000 times a second; a
 MAX_PHASES = 100
 MAX_PLAN_SECONDS = 24 * 3600.0
 SHORT_RUN = 0.5  # a time-based load that ran less than this share of its phase failed (ENOSPC, an I/O error...)
-PHASE_GRACE_SECONDS = 5.0  # a load still running this long after its phase's end is stopped (a job's own runtime)
+PHASE_GRACE_SECONDS = 5.0  # a load still running this long after its phase's end is stopped (its own runtime, a size)
 SLA_ENV = {"READ_IOPS": "700", "WRITE_IOPS": "300"}  # cloud-sla-70-30's own defaults: the SLA load
 OVERLOAD_ENV = {"READ_IOPS": "1400", "WRITE_IOPS": "600"}  # 200 %
 
