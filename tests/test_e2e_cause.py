@@ -58,6 +58,7 @@ from helpers.lab import (
     fio_job,
     lab_disks,
     lay_out,
+    ram_backend,
     require_root_lab,
     started,
     stop_fio,
@@ -169,7 +170,10 @@ def test_noisy_neighbour_on_a_shared_backend(tmp_path: Path):
 
     loads: list = []
     with contextlib.ExitStack() as stack_of:
-        up = stack_of.enter_context(lab_disks(tmp_path / "lab"))
+        # the two volumes' backend is in RAM: the machine's other I/O (the lab scenarios' loads and the slow suite run
+        # beside this test) does not set the victim's latency, the neighbour and the shared cap do
+        backend = stack_of.enter_context(ram_backend(tmp_path / "backend", 1536))
+        up = stack_of.enter_context(lab_disks(backend / "lab"))
         neighbour = up("healthy", "nn-neighbour")
         neighbour_job = fio_job(tmp_path / "neighbour.fio", neighbour.mountpoint, bursty_neighbour(600))
         lay_out(neighbour_job)

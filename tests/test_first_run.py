@@ -62,10 +62,19 @@ def test_first_run_counts_and_a_restart_counts_nothing_twice(tmp_path, running):
     running.append(restarted)
     wait_for(lambda: (prom.client.value('fioscope_last_scan_timestamp_seconds{job="fioscope"}') or 0) > stopped, 15,
              what="the restarted exporter scraped")
-    time.sleep(3)  # and scraped again: a zero shown once would sit between the two
+
+    def since_restart(series: str) -> str:
+        """``series`` over the whole seconds since the old exporter stopped: the restarted exporter's samples only (a
+        fixed window, e.g. 5 s, held none when the slow suite's nice 19 delayed the scrapes: CI saw that)."""
+        return f"{series}[{max(1, int(time.time() - stopped))}s]"
+
     for series in ('fio_runs_total{jobname="etcd-wal"}', f"fio_latency_seconds_count{{{SYNC}}}"):
-        assert prom.client.value(f"resets({series}[1m])") == 0, series
-        assert prom.client.value(f"min_over_time({series}[5s])") == prom.client.value(series), series
+        # scraped twice at least: a zero shown once would sit before the second
+        wait_for(lambda s=series: (prom.client.value(f"count_over_time({since_restart(s)})") or 0) >= 2, 30,
+                 what=f"two scrapes of the restarted exporter's {series}")
+        assert prom.client.value(f"resets({series}[2m])") == 0, series
+        shown = prom.client.query(since_restart(series))
+        assert prom.client.value(f"min_over_time({since_restart(series)})") == prom.client.value(series) > 0, shown
 
 
 def test_scheduled_first_run_is_shown_at_zero_first_even_if_no_scrape_saw_it_running(tmp_path, exporter_factory):

@@ -248,6 +248,25 @@ def private_disk(directory: Path, size_mib: int):
             disk.close()
 
 
+@contextlib.contextmanager
+def ram_backend(directory: Path, size_mib: int):
+    """A backend in RAM for lab disks to share: ext4 over a loop device over a file on a tmpfs, out of reach of the rest
+    of the machine's I/O. Yields the directory to make the lab disks in (their backing device is that loop device's).
+
+    On the VM's own disk, the lab scenarios' loads and the slow suite beside a test set its latency: a paced lab disk
+    over it read as busy all the time (util 0.998 in CI) and its normal latency, which a cause is judged against, was
+    never learned."""
+    ram = directory / "ram"
+    ram.mkdir(parents=True)
+    # the tmpfs holds what the disks write: their filesystems' metadata and their files (it is sized, not grown)
+    _checked("mount", "-t", "tmpfs", "-o", f"size={size_mib + 64}m,mode=0700", "fioscope-test-backend", ram)
+    try:
+        with private_disk(ram, size_mib) as disk:
+            yield disk.mountpoint
+    finally:
+        run(["umount", ram])
+
+
 def _checked(*argv) -> str:
     proc = run(argv)
     assert proc.returncode == 0, f"{' '.join(map(str, argv))}: {proc.stderr.strip()}"
