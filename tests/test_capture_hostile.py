@@ -266,8 +266,8 @@ def _wait_for_line(proc: subprocess.Popen, text: str, timeout: float = 120) -> s
 def test_signals_while_laying_out_stop_fio_and_its_jobs(tmp_path, target, signals):
     """SIGTERM while fio lays out (here: 8 MiB as 2,048 files, each flushed at 128 KiB/s, a minute: the capture runs
     in a cgroup capping its writes to the target's disk) stops it between two files; two in a row kill it (fio lays
-    out in its own process: no job process yet). Either way: no fio left writing to the target, no .running marker, no layout file, phases.json
-    written, exit 130. (One file's flush cannot be cut short: the kernel holds fio in it, SIGKILL or not.)"""
+    out in its own process: no job process yet). Either way: no fio left writing to the target, no .running marker, no
+    layout file, phases.json written, exit 130. (One file's flush cannot be cut short: the kernel holds fio in it, SIGKILL or not.)"""
     disk = (Path("/sys/block") / device_for_path(target) / "dev").read_text().strip()
     with capped_cgroup(disk, "write_bps", 128 << 10) as cgroup:
         _signals_while_laying_out(tmp_path, target, signals, cgroup)
