@@ -18,12 +18,14 @@ no cap holds (a neighbour, a stall or a wait above the disk is never paged as a 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import re
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -344,14 +346,36 @@ def observe(rules_dir: Path, line: str = "2") -> tuple[Seen, dict[tuple[str, str
                           list(range(ONSET - 120, END + 1, STEP)), STEP)
 
 
+# hosts a promtool run observes: promtool's engine loads at most 10,000 samples a query, and the held band's
+# subqueries load a few points an evaluation of their lookback for every saturated device
+OBSERVE_HOSTS = 16
+
+
 def observe_causes(rules_dir: Path, line: str, who: str, cause_expr: str, alert_names: tuple[str, ...] | list[str],
                    interval: str, series: list[dict], times: list[int], step: int) -> tuple[Seen, dict[tuple[str, str, int], list[dict]]]:
-    """One observing promtool run of ``series`` (sampled every ``interval``) against the rules in ``rules_dir``: the
-    cause ``cause_expr`` names per "host/device" at each of ``times``, and every firing of ``alert_names`` as
-    (alert, "host/device" ("host/" for a host's alert), t) -> [labels, annotations]. ``who`` names the caller in errors."""
+    """The observing promtool runs of ``series`` (sampled every ``interval``) against the rules in ``rules_dir``, the
+    hosts in chunks of OBSERVE_HOSTS side by side: the cause ``cause_expr`` names per "host/device" at each of
+    ``times``, and every firing of ``alert_names`` as (alert, "host/device" ("host/" for a host's alert), t) ->
+    [labels, annotations]. ``who`` names the caller in errors."""
     promtool = sc.promtool_of(line)
     if not promtool:
         raise SystemExit(f"{who}: promtool of Prometheus {sc.LINE_NAMES[line]} is not installed")
+    host_of = {id(one): m.group(1) if (m := re.search(r'host="([^"]*)"', one["series"])) else None for one in series}
+    hosts = sorted({h for h in host_of.values() if h is not None})
+    chunks = [set(hosts[i:i + OBSERVE_HOSTS]) for i in range(0, len(hosts), OBSERVE_HOSTS)] or [set()]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        texts = list(pool.map(lambda mine: _promtool_observing(
+            promtool, who, rules_dir, cause_expr, alert_names, interval, [one for one in series if host_of[id(one)] in mine | {None}],
+            times, step), chunks))
+    seen: Seen = {t: {} for t in times}
+    alerts: dict[tuple[str, str, int], list[dict]] = {}
+    for text in texts:
+        _read_observation(text, seen, alerts)
+    return seen, alerts
+
+
+def _promtool_observing(promtool: str, who: str, rules_dir: Path, cause_expr: str, alert_names: tuple[str, ...] | list[str],
+                        interval: str, series: list[dict], times: list[int], step: int) -> str:
     test = {"rule_files": [str(rules_dir / f) for f in sc.RULE_FILES], "evaluation_interval": f"{step}s",
             "group_eval_order": sc.group_order(rules_dir),
             "tests": [{"interval": interval, "input_series": series,
@@ -365,12 +389,19 @@ def observe_causes(rules_dir: Path, line: str, who: str, cause_expr: str, alert_
     text = proc.stdout + proc.stderr
     if "FAILED" not in text and "SUCCESS" not in text:
         raise SystemExit(f"{who}: promtool failed: {text[-2000:]}")
-    seen: Seen = {t: {} for t in times}
+    # a rule that fails to evaluate (promtool's sample limit, a bad query) records nothing: a cause or alert would read
+    # as never named
+    errors = [one.strip() for one in text.splitlines() if ", err: " in one]
+    if errors:
+        raise SystemExit(f"{who}: {len(errors)} rule evaluations failed, the first: {errors[0]}")
+    return text
+
+
+def _read_observation(text: str, seen: Seen, alerts: dict[tuple[str, str, int], list[dict]]) -> None:
     for when, got in re.findall(r'expr: "[^"]*", time: (\S+?),\s*exp:.*?\n\s*got: (.*?)\n', text):
         for labels in re.findall(r"\{(.*?)\} [-+.0-9Ee]+", got):
             lab = _labels_of(labels)
             seen[seconds(when)][f"{lab['host']}/{lab['device']}"] = lab["cause"]
-    alerts: dict[tuple[str, str, int], list[dict]] = {}
     for block in re.split(r"\n\s*alertname: ", text)[1:]:
         head = re.match(r"(\w+), time: (\S+?),", block)
         if not head:
@@ -382,7 +413,6 @@ def observe_causes(rules_dir: Path, line: str, who: str, cause_expr: str, alert_
             ann = {k: bytes(v, "utf-8").decode("unicode_escape") for k, v in re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', notes)}
             key = (head.group(1), f"{lab['host']}/{lab.get('device', '')}", seconds(head.group(2)))
             alerts.setdefault(key, []).append({"exp_labels": lab, "exp_annotations": ann})
-    return seen, alerts
 
 
 @dataclass

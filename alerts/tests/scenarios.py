@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -591,6 +592,15 @@ def wide_jitter_cap(t, _rng):
     return capped(1400 * j, 600 * j, 4096, 16)
 
 
+def token_bucket_then_cap(t, rng):
+    """A token bucket's burst: the load's first 8 s at 3x a 2,000 IOPS cap (70/30, qd 16), then the cap, +-2 % a scrape
+    (random_scenarios.py's burst family)."""
+    cap = jittered_cap(2000, 0.7, 0.02, 16)(t, rng)
+    fast = capped(cap.r * 3, cap.w * 3, 4096, 16)
+    out = mixed(t, lambda x: fast if x - ONSET < 8 else cap)
+    return out
+
+
 SCENARIOS += [
     *(Scenario(f"IOPS cap 2,000 (70/30, qd 16), {j} % jitter a scrape (one alert)",
                [Device(f"j{j}", "vdb", after_onset(jittered_cap(2000, 0.7, j / 100, 16), light_fast), discards=False)],
@@ -633,6 +643,11 @@ SCENARIOS += [
              [Device("j15", "vdb", after_onset(wide_jitter_cap, light_fast), discards=False)],
              {n.ALERT_DISK_THROTTLED: ("j15/vdb", "is throttled at its provider's cap: ")}, {n.ALERT_DISK_THROTTLED: 90},
              note="six scrapes within the held band (11 %): 90 s, two scrapes over the minute (was 210 s, three windows in)"),
+    Scenario("IOPS cap 2,000 (70/30, qd 16) after a token bucket's burst: its first 8 s at 3x, +-2 % a scrape (one alert)",
+             [Device("j16", "vdb", after_onset(token_bucket_then_cap, light_fast), discards=False)],
+             {n.ALERT_DISK_THROTTLED: ("j16/vdb", "is throttled at its provider's cap: ")}, {n.ALERT_DISK_THROTTLED: FIRST_PAGE + 15},
+             note="a minute after the burst's scrape (throttle.short_burst; was 330 s: the burst stood as the recent peak and in "
+                  "the held test's range for the whole lookback)"),
 ]
 
 COUNTERS = [  # node_exporter counter, per-second increment from a Sample
@@ -774,10 +789,31 @@ def set_phase(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
     PHASE = args.phase
 
 
+# devices a promtool run observes: promtool's engine loads at most 10,000 samples a
+# query, and the held band's subqueries load a few points an evaluation of their lookback for every saturated device
+OBSERVE_DEVICES = 24
+
+
 def observe(rules_dir: Path, promtool: str) -> dict[tuple[str, str], list[tuple[int, dict]]]:
-    """(alert, "host/device") -> [(seconds, annotations)] for every evaluation from the onset on."""
+    """(alert, "host/device") -> [(seconds, annotations)] for every evaluation from the onset on: the scenarios in
+    chunks of OBSERVE_DEVICES devices, a promtool run each, side by side."""
+    size, chunks, chunk = OBSERVE_DEVICES, [], []
+    for scenario in SCENARIOS:
+        if chunk and sum(len(s.devices) for s in chunk) + len(scenario.devices) > size:
+            chunks.append(chunk)
+            chunk = []
+        chunk.append(scenario)
+    chunks += [chunk] if chunk else []
+    fired: dict[tuple[str, str], list[tuple[int, dict]]] = {}
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        for part in pool.map(lambda c: _observe_chunk(rules_dir, promtool, c), chunks):
+            fired.update(part)
+    return fired
+
+
+def _observe_chunk(rules_dir: Path, promtool: str, chunk: list[Scenario]) -> dict[tuple[str, str], list[tuple[int, dict]]]:
     times = list(range(ONSET - 60, END + RESOLVE + 60 + 1, STEP))
-    interval, series = phased(input_series())
+    interval, series = phased(input_series(only=chunk))
     test = {"rule_files": [str(rules_dir / f) for f in RULE_FILES],
             "evaluation_interval": f"{STEP}s", "group_eval_order": group_order(rules_dir),
             "tests": [{"interval": interval, "input_series": series,
@@ -786,6 +822,11 @@ def observe(rules_dir: Path, promtool: str) -> dict[tuple[str, str], list[tuple[
         path = Path(tmp) / "observe.test.yaml"
         path.write_text(yaml.safe_dump(test, width=1 << 20))
         proc = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
+    # a rule that fails to evaluate (promtool's sample limit, a bad query) records nothing: its alerts would read as
+    # silent or resolved, so it stops the observation
+    errors = [line.strip() for line in (proc.stdout + proc.stderr).splitlines() if ", err: " in line]
+    if errors:
+        raise RuntimeError(f"{promtool}: {len(errors)} rule evaluations failed, the first: {errors[0]}")
     fired: dict[tuple[str, str], list[tuple[int, dict]]] = {}
     # promtool: "alertname: X, time: 31m15s, \n exp:..., \n got:[\n0:\n  Labels:{...}\n  Annotations:{...}\n]"
     for block in re.split(r"\n\s*alertname: ", proc.stdout + proc.stderr)[1:]:
@@ -1021,6 +1062,27 @@ VALUE_CHECKS = [
                      for d, v in (("all", 1000), ("read", 700), ("write", 300))]},
     {"expr": f'{n.DISK_IOPS_SPREAD_RATIO}{{host="s2"}}', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": n.DISK_IOPS_SPREAD_RATIO + _labels({**_S2, "ddir": d}), "value": 1} for d in ("all", "read", "write")]},
+    # ... their median over the lookback, where the band is; the band starts at the lookback's first scrape (the cap
+    # began ten minutes ago: 5 minutes back, or a scrape less where a range leaves its start out), nothing before it;
+    # their extremes and quantiles from there
+    {"expr": f'{n.DISK_SATURATED_MEDIAN}{{host="s2"}}', "eval_time": VALUE_AT,
+     "exp_samples": [{"labels": n.DISK_SATURATED_MEDIAN + _labels({**_S2, "ddir": d, "rate": r}), "value": v * size}
+                     for d, v in (("all", 1000), ("read", 700), ("write", 300)) for r, size in (("bytes", 4096), ("iops", 1))]},
+    {"expr": f'count({n.DISK_HELD_BAND_START}{{host="s2"}} >= {ONSET + 600 - 300} <= {ONSET + 600 - 285})',
+     "eval_time": VALUE_AT, "exp_samples": [{"labels": "{}", "value": 6}]},
+    {"expr": f'round({n.DISK_HELD_BAND}{{host="s2",ddir="read",rate="iops",stat=~"max|min|upper|lower|before"}}, 0.001)',
+     "eval_time": VALUE_AT,
+     "exp_samples": [{"labels": _labels({**_S2, "ddir": "read", "rate": "iops", "stat": st}), "value": 700}
+                     for st in ("lower", "max", "min", "upper")]},
+    # j16 a minute and a half after its onset: the token bucket's burst (8 s at 3x) is the one scrape before the band,
+    # and no level it held: the recent peak is the cap's (2,000 +-2 %), not the burst's
+    {"expr": f'{n.DISK_HELD_BAND}{{host="j16",ddir="all",rate="iops",stat="before"}}', "eval_time": duration(ONSET + 90),
+     "exp_samples": [{"labels": n.DISK_HELD_BAND + _labels({**_S2, "host": "j16", "instance": "j16:9100", "ddir": "all", "rate": "iops",
+                                                            "stat": "before"}), "value": 1}]},
+    {"expr": f'count({n.DISK_RECENT_PEAK}{{host="j16",ddir="all",rate="iops"}} < 2100)', "eval_time": duration(ONSET + 90),
+     "exp_samples": [{"labels": "{}", "value": 1}]},
+    {"expr": f'count({n.DISK_HELD_LEVEL}{{host="j16",ddir="all",rate="iops"}} > 1900 < 2100)', "eval_time": duration(ONSET + 90),
+     "exp_samples": [{"labels": "{}", "value": 1}]},
     # ... and their bytes/s (4 KiB requests), within their band too
     {"expr": f'{n.DISK_SATURATED_BYTES_PER_SECOND_IRATE}{{host="s2"}}', "eval_time": VALUE_AT,
      "exp_samples": [{"labels": n.DISK_SATURATED_BYTES_PER_SECOND_IRATE + _labels({**_S2, "ddir": d}), "value": v * 4096}

@@ -108,12 +108,23 @@ DISK_SATURATED_WINDOW_SCRAPES = "fioscope:disk_saturated_window_scrapes"
 DISK_HELD_FLAT_MEAN = "fioscope:disk_held_flat_mean"
 # each direction's per-scrape IOPS and bytes/s peak (label rate) over peak_lookback, busy scrapes or not, recorded for a
 # device busy within the envelope's window (a ceiling needs that): a ceiling is at it
+# each direction's lowest per-scrape IOPS and bytes/s over throttle.short_burst and two scrapes (label rate), for a
+# device not idle: the level it held; the recent peak is its highest
+DISK_HELD_LEVEL = "fioscope:disk_held_level"
 DISK_RECENT_PEAK = "fioscope:disk_recent_peak"
 # each direction's spread of its busy per-scrape IOPS over peak_lookback (label ddir): the upper over the lower
 # throttle.held_quantile (the whole range while the lookback holds few scrapes): a cap holds it within its jitter
 # each direction's per-scrape IOPS in the scrapes where util per scrape reached throttle.util_min_ratio (label ddir):
 # what the held test's spread reads (a pause's or a ramp's partly busy scrape is no sample of a cap)
 DISK_SATURATED_IOPS_IRATE = "fioscope:disk_saturated_iops:irate"
+# each direction's median of its saturated per-scrape IOPS and bytes/s over peak_lookback (label rate), and the time of
+# its first saturated scrape within held_tolerance over that median: the held test's samples start there (a token
+# bucket's burst at a load's start, above it, is no sample of the cap)
+DISK_SATURATED_MEDIAN = "fioscope:disk_saturated_median"
+DISK_HELD_BAND_START = "fioscope:disk_held_band_start_timestamp_seconds"
+# ... and the scrapes from there (label stat): samples, max, min, upper and lower (the held quantiles), and before (how
+# many came before it): what the spread reads
+DISK_HELD_BAND = "fioscope:disk_held_band"
 DISK_IOPS_SPREAD_RATIO = "fioscope:disk_iops_spread_ratio"
 # ... the same of the bytes/s: an IOPS ceiling whose bytes/s held while the request size moved (a bandwidth cap's
 # first window inside one phase of small requests) is held at its level

@@ -325,20 +325,49 @@ SATURATED_RATES = [Record(saturated, f"{iops if name == 'iops' else bytes_} and 
                    for name, saturated, _ in SPREADS for ddir, _, _, iops, bytes_ in BUSY_PAIRS]
 
 
-def rate_spread(ddir: str, saturated: str, spread: str) -> Record:
-    lookback = f'{saturated}{{ddir="{ddir}"}}[%(peakLookback)s]'
-    whole = f"max_over_time({lookback}) / min_over_time({lookback})"
-    count = f"count_over_time({lookback})"
-    return Record(spread, (f"(\n  quantile_over_time(%(heldUpperQuantile)s, {lookback}) / quantile_over_time(%(throttle_held_quantile)s, {lookback})\n"
-                           f"    and {ON} {count} >= %(heldSpreadSamples)s\n"
-                           f"    and {ON} {whole} <= (1 + %(throttle_held_tolerance)s) / %(throttle_util_min_ratio)s\n"
-                           "  ) <= 1 + %(throttle_held_tolerance)s\n"
-                           f"or ({whole} and {ON} {count} >= %(heldWideSamples)s) <= 1 + %(throttle_held_tolerance)s\n"
-                           f"or ({whole} and {ON} {count} >= %(heldStartSamples)s) <= 1 + %(throttle_held_start_tolerance)s"),
+def held_band(name: str, ddir: str, saturated: str) -> list[Record]:
+    """The direction's saturated scrapes over the lookback from the band's start, summed up for the spread: their
+    median, the time of the first within held_tolerance over it, then (label stat) how many from there, their
+    extremes, their quantiles and how many came before it. Records, one subquery each, read at the evaluation's time
+    (``@ end()``): a range selector nested in two subqueries read nothing on 2.42 or 3.x, and the spread's eleven
+    subqueries in one rule loaded more samples than promtool allows (10,000) at 5 s scrapes."""
+    series, labels = f'{saturated}{{ddir="{ddir}"}}', (("ddir", ddir), ("rate", name))
+    median = f'{n.DISK_SATURATED_MEDIAN}{{ddir="{ddir}",rate="{name}"}}'
+    start = f'{n.DISK_HELD_BAND_START}{{ddir="{ddir}",rate="{name}"}} @ end()'
+    since = f"timestamp({series} >= 0) >= ignoring (rate) {start}"
+    lookback = f"({series} and {since})[%(peakLookback)s:%(evaluationStep)s]"
+    stats = [("samples", f"count_over_time({lookback})"), ("max", f"max_over_time({lookback})"),
+             ("min", f"min_over_time({lookback})"), ("upper", f"quantile_over_time(%(heldUpperQuantile)s, {lookback})"),
+             ("lower", f"quantile_over_time(%(throttle_held_quantile)s, {lookback})"),
+             ("before", f"count_over_time(({series} unless {since})[%(peakLookback)s:%(evaluationStep)s])")]
+    return [Record(n.DISK_SATURATED_MEDIAN, f"quantile_over_time(0.5, {series}[%(peakLookback)s])", labels=labels),
+            Record(n.DISK_HELD_BAND_START,
+                   f"min_over_time(timestamp({series} <= ignoring (rate) (1 + %(throttle_held_tolerance)s) * {median} @ end())"
+                   "[%(peakLookback)s:%(evaluationStep)s] @ end())", labels=labels),
+            *(Record(n.DISK_HELD_BAND, expr, labels=(*labels, ("stat", stat))) for stat, expr in stats)]
+
+
+def rate_spread(name: str, ddir: str, spread: str) -> Record:
+    # the saturated scrapes from the band's start (held_band): those of a load's start above it (a token bucket's
+    # burst) are left out, as many as a short burst spans at most (more: the spread is not held); a level's own scrapes
+    # above the band later on stay in, and the range with them (a neighbour's swings)
+    def stat(which: str) -> str:
+        return f'{n.DISK_HELD_BAND}{{ddir="{ddir}",rate="{name}",stat="{which}"}}'
+    each = "ignoring (rate, stat)"
+    whole, count = f"{stat('max')} / {each} {stat('min')}", stat("samples")
+    return Record(spread, (f"(\n  (\n    {stat('upper')} / {each} {stat('lower')}\n"
+                           f"      and {each} {count} >= %(heldSpreadSamples)s\n"
+                           f"      and {each} {whole} <= (1 + %(throttle_held_tolerance)s) / %(throttle_util_min_ratio)s\n"
+                           "    ) <= 1 + %(throttle_held_tolerance)s\n"
+                           f"  or ({whole} and {each} {count} >= %(heldWideSamples)s) <= 1 + %(throttle_held_tolerance)s\n"
+                           f"  or ({whole} and {each} {count} >= %(heldStartSamples)s) <= 1 + %(throttle_held_start_tolerance)s\n"
+                           f")\nunless {each} {stat('before')} > %(shortBurstScrapes)s"),
                   labels=(("ddir", ddir),))
 
 
-RATE_SPREADS = [rate_spread(ddir, saturated, spread) for _, saturated, spread in SPREADS for ddir, _, _, _, _ in BUSY_PAIRS]
+# each direction's band before its spread (a group evaluates its rules in order)
+RATE_SPREADS = [record for name, saturated, spread in SPREADS for ddir, _, _, _, _ in BUSY_PAIRS
+                for record in (*held_band(name, ddir, saturated), rate_spread(name, ddir, spread))]
 # short: the window while fio loads the device; long: any workload
 WINDOWS = [("short", "%(fioWindow)s"), ("long", "%(window)s")]
 # the scrapes each window must hold before it decides, counted on a counter as scraped: a per-scrape rate repeats its last
@@ -607,11 +636,18 @@ COSTLY_QUEUE = Record(n.DISK_COSTLY_QUEUE_SIZE,
 def recent_peak_records() -> list[Record]:
     """Each direction's recent peak, read only by the alerts and the cause rules: a group of its own, as the step-down."""
     # each direction's recent peak, for a device busy within the envelope's window only (a ceiling needs one): its
-    # readers (the long throttle alert, the cause ceiling: 18 selectors) then touch a fleet's few busy devices
-    return [Record(n.DISK_RECENT_PEAK, f"max_over_time({rate}[%(peakLookback)s])\n"
-                                       f"and {ON} max_over_time({n.DISK_BUSY_IOPS_IRATE}[%(window)s])",
-                   labels=(("ddir", ddir), ("rate", name)))
-            for ddir, _, _, iops, bytes_ in PAIRS for name, rate in (("iops", iops), ("bytes", bytes_))]
+    # readers (the long throttle alert, the cause ceiling: 18 selectors) then touch a fleet's few busy devices. The
+    # peak of a level the device held for peakHold (short_burst and a scrape each side: the lowest rate over it, recorded
+    # first for every device not idle): a token bucket's burst at the load's start stood as the peak for the whole
+    # lookback and the cap under it paged 5 minutes late (issue 53's burst family); a demand that fell after minutes at
+    # its rate still stands. Recorded, not a subquery: one over every device's rates at 5 s loaded 60 points a series
+    return [record for ddir, _, _, iops, bytes_ in PAIRS
+            for name, rate, idle in (("iops", iops, "%(throttle_min_iops)s"), ("bytes", bytes_, "%(throttle_min_bytes_per_second)s"))
+            for record in (
+                Record(n.DISK_HELD_LEVEL, f"min_over_time({rate}[%(peakHold)s]) >= {idle}", labels=(("ddir", ddir), ("rate", name))),
+                Record(n.DISK_RECENT_PEAK, f'max_over_time({n.DISK_HELD_LEVEL}{{ddir="{ddir}",rate="{name}"}}[%(peakLookback)s])\n'
+                                           f"and {ON} max_over_time({n.DISK_BUSY_IOPS_IRATE}[%(window)s])",
+                       labels=(("ddir", ddir), ("rate", name))))]
 
 
 LIMIT_KEYS = [  # disk_limits key: (series, how the declared limit reads)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from fioscope_mixin.names import DASHBOARD_UIDS
@@ -37,6 +38,7 @@ def params(s: dict) -> dict[str, str]:
     sel, st, t = s["selectors"], s["stack"], s["thresholds"]
     thr = t["throttle"]
     scrape = duration(s, "stack", "scrape_interval")
+    short_burst = duration(s, "thresholds", "throttle", "short_burst")
     # the envelope's windows hold window_scrapes scrapes at most (1m at 15 s scrapes, 20 s at 5 s: fast at any interval)
     # and decide nothing until they hold the scrapes their tests need (after a scrape gap, a restart, a new target).
     # Each is at least as long as those scrapes: fio's 20 s held two 15 s scrapes only on a host scraped less than 5 s
@@ -117,6 +119,12 @@ def params(s: dict) -> dict[str, str]:
             f"{2 * duration(s, 'thresholds', 'throttle', 'baseline_interval') + duration(s, 'stack', 'rate_window'):g}s",
         "stepDownLookback": thr["step_down_lookback"],
         "peakLookback": thr["peak_lookback"],
+        # the lookback's peak is of a level held this long: a short burst's scrapes (at most ceil(burst / scrape) + 1 of
+        # them, partly) and one scrape each side; at least three scrapes
+        "peakHold": left_open(max(3 * scrape, short_burst + 2 * scrape)),
+        "shortBurstScrapes": fmt(math.ceil(short_burst / scrape) + 1),
+        # the step of the subqueries over recorded series: one point an evaluation
+        "evaluationStep": f"{duration(s, 'stack', 'evaluation_interval'):g}s",
         "queueWindow": t["queue_window"],
         "virtualModels": thr["virtual_models"],
         "localModels": thr["local_models"],

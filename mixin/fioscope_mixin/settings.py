@@ -305,6 +305,7 @@ SCHEMA: dict[str, Spec] = {
     "thresholds.throttle.off_ceiling_share": TOLERANCE,
     "thresholds.throttle.size_spread_ratio": FACTOR,
     "thresholds.throttle.peak_lookback": WINDOW,
+    "thresholds.throttle.short_burst": Duration("0s", "5m"),
     "thresholds.throttle.held_at_level": Flag(),
     "thresholds.throttle.held_tolerance": SHARE,  # 0: no sample ever equals its peak, never a page
     "thresholds.throttle.held_start_tolerance": SHARE,
