@@ -88,8 +88,12 @@ def test_real_etcd_against_fio_etcd_wal(tmp_path, kind):
         disk = made["disk"]
         client = stack.url("etcd")
         peer = f"http://127.0.0.1:{free_port()}"
+        # etcd's own fsync histogram times its goroutines too: on a CPU the session's other loads share (the slow suite,
+        # the lab scenarios' layouts, the machine's-limit episode), a healthy RAM disk's p99 read 3.8-7.4 ms and its
+        # 30 s alert window passed 10 ms once. A production etcd has its CPU (a Guaranteed pod, a node of its own): here
+        # it runs above the session's loads, so the disk is what it measures
         etcd = subprocess.Popen(
-            ["etcd", "--name", "lab", "--data-dir", f"{disk.mountpoint}/etcd", "--listen-client-urls", client,
+            ["nice", "-n", "-10", "etcd", "--name", "lab", "--data-dir", f"{disk.mountpoint}/etcd", "--listen-client-urls", client,
              "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
              "--initial-cluster", f"lab={peer}"],
             stdout=(tmp_path / "etcd.log").open("w"), stderr=subprocess.STDOUT, start_new_session=True,

@@ -110,9 +110,12 @@ def test_diagnosis_report_from_the_live_stack(tmp_path):
             print(f"[report live] {device} {job}: peak {peak:.0f} IO/s at +{t - run['start']:.0f} s of "
                   f"{run['end'] - run['start']:.0f} s; fio {fio_iops:.0f} IOPS")
             assert run["start"] <= t <= run["end"] + dev["interval"] + 1
-            during = sorted(v for _, v in points_between(dev, run["start"] + dev["interval"], run["end"]))
-            print(f"[report live] {device} {job}: median {during[len(during) // 2]:.0f} IO/s over {len(during)} points")
-            assert abs(during[len(during) // 2] - fio_iops) <= 0.1 * fio_iops
+            during = [v for _, v in points_between(dev, run["start"] + dev["interval"], run["end"])]
+            mean = sum(during) / len(during)
+            print(f"[report live] {device} {job}: mean {mean:.0f} IO/s over {len(during)} points (median {sorted(during)[len(during) // 2]:.0f})")
+            # fio's IOPS are its run's mean: so the points'. An unpaced load's per-scrape rate moves with the CPU the
+            # machine's other loads leave it (CI: fio 68.8k, the points' median 80.8k: its slower scrapes pulled fio's mean down)
+            assert abs(mean - fio_iops) <= 0.1 * fio_iops
             if job == "cloud-sla-70-30":  # a paced load at a known rate: its peak too (an unpaced one swings with the CPU)
                 assert abs(peak - fio_iops) <= 0.1 * fio_iops
             # no load outside the run: the samples drawn after it ended are idle again

@@ -794,9 +794,9 @@ def set_phase(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
 OBSERVE_DEVICES = 24
 
 
-def observe(rules_dir: Path, promtool: str) -> dict[tuple[str, str], list[tuple[int, dict]]]:
-    """(alert, "host/device") -> [(seconds, annotations)] for every evaluation from the onset on: the scenarios in
-    chunks of OBSERVE_DEVICES devices, a promtool run each, side by side."""
+def observe(rules_dir: Path, promtool: str, watched: list[str] = WATCHED) -> dict[tuple[str, str], list[tuple[int, dict]]]:
+    """(alert, "host/device") -> [(seconds, annotations)] for every evaluation from the onset on, of the ``watched``
+    alerts (a device's each): the scenarios in chunks of OBSERVE_DEVICES devices, a promtool run each, side by side."""
     size, chunks, chunk = OBSERVE_DEVICES, [], []
     for scenario in SCENARIOS:
         if chunk and sum(len(s.devices) for s in chunk) + len(scenario.devices) > size:
@@ -806,18 +806,19 @@ def observe(rules_dir: Path, promtool: str) -> dict[tuple[str, str], list[tuple[
     chunks += [chunk] if chunk else []
     fired: dict[tuple[str, str], list[tuple[int, dict]]] = {}
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        for part in pool.map(lambda c: _observe_chunk(rules_dir, promtool, c), chunks):
+        for part in pool.map(lambda c: _observe_chunk(rules_dir, promtool, c, watched), chunks):
             fired.update(part)
     return fired
 
 
-def _observe_chunk(rules_dir: Path, promtool: str, chunk: list[Scenario]) -> dict[tuple[str, str], list[tuple[int, dict]]]:
+def _observe_chunk(rules_dir: Path, promtool: str, chunk: list[Scenario],
+                   watched: list[str]) -> dict[tuple[str, str], list[tuple[int, dict]]]:
     times = list(range(ONSET - 60, END + RESOLVE + 60 + 1, STEP))
     interval, series = phased(input_series(only=chunk))
     test = {"rule_files": [str(rules_dir / f) for f in RULE_FILES],
             "evaluation_interval": f"{STEP}s", "group_eval_order": group_order(rules_dir),
             "tests": [{"interval": interval, "input_series": series,
-                       "alert_rule_test": [{"eval_time": duration(t), "alertname": a, "exp_alerts": []} for t in times for a in WATCHED]}]}
+                       "alert_rule_test": [{"eval_time": duration(t), "alertname": a, "exp_alerts": []} for t in times for a in watched]}]}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "observe.test.yaml"
         path.write_text(yaml.safe_dump(test, width=1 << 20))
