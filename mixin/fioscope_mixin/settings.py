@@ -252,6 +252,7 @@ SCHEMA: dict[str, Spec] = {
     "stack.etcd_endpoints": Endpoints(),
     "stack.alertmanager_webhook": _URL,
     "stack.alertmanager_group_interval": Duration("1s", "1d"),
+    "stack.alertmanager_page_group_wait": Duration("0s", "1h"),
     "stack.host": _NAME,
     "stack.hosts_dir": _PATH,
     "stack.scrape_tls.enabled": Flag(),

@@ -216,9 +216,15 @@ def alertmanager_config(s: dict) -> dict:
     interval = s["stack"]["evaluation_interval"]
     cluster = s["selectors"]["cluster_label"]
     group_by = ([cluster] if cluster else []) + ["alertname", "host", "instance", "device", "target", "jobname"]
+    # a page is its device's only alert of its group (group_by names the device): group_wait batches nothing for it and
+    # only delays it. The alerts it silences keep a group_wait of an evaluation, for the page to arrive first; a page
+    # an inhibit rule can silence (fio's page covers the any-workload ones) still waits a moment for its inhibitor
+    page = {"matchers": [_alertname(n.EPISODE_PAGES), 'severity=~"critical|warning"'],
+            "group_wait": s["stack"]["alertmanager_page_group_wait"]}
     return {
         "route": {"receiver": "default", "group_by": group_by,
-                  "group_wait": interval, "group_interval": s["stack"]["alertmanager_group_interval"], "repeat_interval": "4h"},
+                  "group_wait": interval, "group_interval": s["stack"]["alertmanager_group_interval"], "repeat_interval": "4h",
+                  "routes": [page]},
         "receivers": [receiver],
         "inhibit_rules": inhibit_rules(s),
     }
