@@ -100,6 +100,8 @@ STALLED = (f"avg_over_time({IN_FLIGHT}[%(window)s]) > {ON} group_left () {n.DISK
            f"and {ON} min_over_time({IN_FLIGHT}[%(window)s]) >= %(cause_stall_min_in_flight)s\n"
            f"and {ON} count_over_time({IN_FLIGHT}[%(window)s]) >= %(cause_min_samples)s")
 
+STALL = f"{n.DISK_STALL_IN_FLIGHT}\nor {n.DISK_STALLED_IN_FLIGHT}"
+
 # the application's write rate collapsed: a running fio job's (a page cache that filled: the disk below writes at its
 # steady rate all along) while the device is busy, or, on local hardware, the device's own (its write cache filled; on a
 # provider's volume the same fall is burst credits spent: a provider cap)
@@ -176,7 +178,9 @@ CONDITION_TESTS = [
 ]
 
 CONDITIONS = {
-    "stall": n.DISK_STALL_IN_FLIGHT,
+    # or the stall FioscopeDiskStalled pages (its collapse: a few completions a second, each waiting seconds): the page
+    # and the cause name one episode alike (a collapse's flat trickle read as a ceiling was the provider's cap)
+    "stall": STALL,
     "writeback_cliff": f"{WRITEBACK_CLIFF}\nor {WRITEBACK_DRAIN}",
     # the ceiling recorded once (n.DISK_CAUSE_CEILING, just before the causes): the most costly test of the group, which
     # both read
@@ -344,7 +348,7 @@ def cause_alerts() -> list[Alert]:
     burst = device_query(device_series(n.DISK_STEP_DOWN_RATIO))
     return [
         # info: FioscopeDiskStalled (critical) pages for the same stall; this one names it as the episode's cause
-        Alert(n.ALERT_DISK_CAUSE_STALL, "info", _of_cause("stall", n.DISK_STALL_IN_FLIGHT), "cause_stall",
+        Alert(n.ALERT_DISK_CAUSE_STALL, "info", _of_cause("stall", f"({STALL})"), "cause_stall",
               "Disk stalled: requests in flight, almost none completing",
               _desc("a stall", "{{ $value | humanize }} requests in flight on average over %(window)s, "
                     + disk_value(n.DISK_IOPS, 'printf "%%.2f"') + " completions/s (util " + UTIL + " and aqu-sz under-report a stall)",

@@ -149,9 +149,11 @@ def lookback_peak(rate: str, lookback: str = "%(stepDownLookback)s") -> str:
 # (or completing) at the newest scrape only: its await in seconds is counted from completions, never a start. Neither
 # holds for a device idle now: a deep-queue load that has just ended still averages many in flight over the window
 # while a rate window shorter than it already counts no completions (the e2e stack's 20 s: each such end read as a stall).
+# Nor in a scrape gap: its window holds its scrapes, one missed at most (stallWindowSamples).
 IN_FLIGHT = "avg_over_time(%s{%%(diskSelector)s}[%%(stallWindow)s])" % columns.IN_FLIGHT_SERIES
 STALLED = Record(n.DISK_STALLED_IN_FLIGHT, (
     f"{IN_FLIGHT} >= %(stall_min_in_flight)s\n"
+    f"and {ON} count_over_time({columns.IN_FLIGHT_SERIES}{{%(diskSelector)s}}[%(stallScrapesRange)s]) >= %(stallWindowSamples)s\n"
     f"and {ON} (\n"
     "  (\n"
     f"    min_over_time({columns.IN_FLIGHT_SERIES}{{%(diskSelector)s}}[%(stallWindow)s]) >= %(stall_min_in_flight)s\n"

@@ -50,6 +50,7 @@ def params(s: dict) -> dict[str, str]:
     fio_samples, fio_window = scraped(duration(s, "thresholds", "throttle", "fio_window"), 2)
     samples, window = scraped(min(duration(s, "thresholds", "throttle", "window"), thr["window_scrapes"] * scrape), 3)
     held_start = max(samples, thr["window_scrapes"], 4)  # the held test's start band's scrapes (heldStartSamples)
+    stall_window = duration(s, "thresholds", "stall", "window")
     cluster = sel["cluster_label"]
     cause_span = duration(s, "thresholds", "throttle", "page_with_cause")
     for keys in (("thresholds", "throttle", "step_down_lookback"), ("thresholds", "write_cliff_window")):
@@ -132,6 +133,11 @@ def params(s: dict) -> dict[str, str]:
         "remoteTransports": thr["remote_transports"],
         "cloudMachines": thr["cloud_machines"],
         "stallWindow": t["stall"]["window"],
+        # a stall is judged on a window that holds its scrapes, one missed at most (counted over the window and half a
+        # scrape, as windowScrapesRange): in a scrape gap the completions' rate is extrapolated from the few scrapes
+        # before it, a fraction of the true one (a capped volume read as stalled: random families, bandwidth seed 10)
+        "stallWindowSamples": fmt(max(2, int(stall_window / scrape + 1e-9) - 1)),
+        "stallScrapesRange": f"{round((stall_window + scrape / 2) * 1000)}ms",
     }
     for key, value in (list(t.items()) + [(f"throttle_{k}", v) for k, v in thr.items()]
                        + [(f"stall_{k}", v) for k, v in t["stall"].items()]):
