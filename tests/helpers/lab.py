@@ -80,6 +80,11 @@ def lab_state() -> tuple[list[str], list[Path], list[str]]:
 _NOT_HOST_DISKS = re.compile(r"(loop|ram|zram|fd|sr|nbd)\d+")
 
 
+def host_disks() -> list[str]:
+    """This VM's own whole disks (vda...): not the lab's loop devices."""
+    return [name for name in sorted(os.listdir("/sys/block")) if not _NOT_HOST_DISKS.fullmatch(name)]
+
+
 class HostStack(NativeStack):
     """The native stack of one test's "machine": its node_exporter shows this machine's own whole disks and, of the lab
     disks, only ``disks`` (and the loop devices below them). A lab disk of a test running at once is another machine's
@@ -88,8 +93,7 @@ class HostStack(NativeStack):
     def __init__(self, *args, disks=(), **kwargs):
         super().__init__(*args, **kwargs)
         lab = [name for d in disks for name in (d.device_name, os.path.basename(d.lower_device)) if name]
-        host = [name for name in sorted(os.listdir("/sys/block")) if not _NOT_HOST_DISKS.fullmatch(name)]
-        self.devices = sorted({*lab, *host})
+        self.devices = sorted({*lab, *host_disks()})
 
     def commands(self) -> dict[str, list[str]]:
         commands = super().commands()
