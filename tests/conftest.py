@@ -22,6 +22,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: end-to-end suite on lab disks (root, slow); run with -m e2e")
     config.addinivalue_line("markers", "scenario_tail: a lab scenario whose test runs last (its load outlasts the others: "
                                        "the rest of the suite runs beside it)")
+    config.addinivalue_line("markers", "quiet_host: an e2e test whose figures the session's other loads spoil: run after "
+                                       "everything else, once .ci/run's slow suite beside has ended")
     config.addinivalue_line("markers", "beside_scenarios: an e2e test light on CPU and indifferent to it, run while the lab "
                                        "scenarios' loads go on (tests/helpers/scenarios.py): their minutes of waiting are its")
     config.addinivalue_line("markers", "beside_episode(name): an e2e test run while the background episode `name` goes on "
@@ -115,7 +117,8 @@ def pytest_collection_modifyitems(session, config, items):
     """First the tests marked beside_episode (a background episode runs beside them), then those marked joins_episode
     (they join it); then those marked beside_scenarios, with the scenario lab already up (its loads run side by side
     from then on), then the lab scenarios' tests (each waits for its own load to end), then the rest, those marked
-    scenario_tail last: the rest of the suite runs while their long loads go on. Before that, the tests that need a
+    scenario_tail last: the rest of the suite runs while their long loads go on; after them those marked quiet_host
+    (real etcd times its fsyncs with its goroutines: a RAM disk's p99 read 16.8 ms while the slow suite still ran). Before that, the tests that need a
     tool make test builds after those that need none (fioscope_testkit.binaries.order_by_tool).
 
     The episodes first: `.ci/run` runs the slow suite (CPU work, at the lowest priority) beside the e2e suite's first
@@ -128,8 +131,9 @@ def pytest_collection_modifyitems(session, config, items):
     beside = [item for item in items if item.get_closest_marker("beside_scenarios")] if scenario else []
     tail = [item for item in scenario if item.get_closest_marker("scenario_tail")]
     head = [item for item in scenario if item not in tail]
-    rest = [item for item in items if item not in scenario and item not in beside and item not in episode]
-    items[:] = episode + beside + head + rest + tail
+    quiet = [item for item in items if item.get_closest_marker("quiet_host") and item not in scenario + beside + episode]
+    rest = [item for item in items if item not in scenario and item not in beside and item not in episode and item not in quiet]
+    items[:] = episode + beside + head + rest + tail + quiet
 
 
 @pytest.fixture(scope="session")
